@@ -1,0 +1,288 @@
+"""The build: plan what changed, load it into a temporary copy, finish the file, swap it in atomically."""
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__, load, microarchitectures, normalise
+from .read import NotACachePage, OldLayoutPage, PageError, file_digest, find_inputs, read_bytes, read_page, read_tags_yaml
+from .schema import SCHEMA_VERSION, create_schema
+
+FLUSH_EVERY = 20000  # queued binaries before rows are written
+
+
+class BuildError(Exception):
+    """The build stopped: the message says why; the output was left as it was."""
+
+
+@dataclass
+class Summary:
+    output: str
+    pages_read: int = 0
+    pages_unchanged: int = 0
+    pages_removed: int = 0
+    specs_read: int = 0
+    rejected: list = field(default_factory=list)  # PageError
+    warnings: list = field(default_factory=list)  # (path, field, message)
+    old_layout: int = 0
+    up_to_date: bool = False
+    incremental: bool = False
+    seconds: float = 0.0
+    counts: dict = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    to_read: list  # SourceFile
+    touched: list  # (SourceFile, stat): same content, new mtime
+    unchanged: int
+    removed: list  # paths
+    tags: list  # (tag name, [stacks]) from _data/tags.yaml
+    tags_digest: str
+
+
+def build(paths, output, *, keep_going=False, strict=False, progress=None):
+    """Build (or bring up to date) the database at output from the pages found in paths."""
+    started = time.monotonic()
+    output = Path(output)
+    remove_stale_temporaries(output)
+    inputs = find_inputs(paths)
+    existing = _existing_sources(output)
+    plan = _plan(inputs, existing)
+    summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
+    summary.pages_removed = len(plan.removed)
+    if existing is not None and not (plan.to_read or plan.touched or plan.removed) and plan.tags_digest == existing["tags"]:
+        summary.up_to_date = True
+        summary.counts = counts(output)
+        summary.seconds = time.monotonic() - started
+        return summary
+    temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    try:
+        if existing is not None:
+            shutil.copyfile(output, temporary)
+        conn = load.open_for_build(temporary)
+        try:
+            if existing is None:
+                create_schema(conn)
+            loader = _load(conn, plan, summary, keep_going, progress)
+            if strict and (summary.warnings or summary.old_layout):
+                raise BuildError(
+                    f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
+                    f"e.g. {_first_warning(summary)}; {output} was left as it was"
+                )
+            _finish(conn, loader, paths, plan, summary, full=existing is None)
+            summary.counts = counts(conn)
+        finally:
+            conn.close()
+        _swap_in(temporary, output)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _first_warning(summary):
+    if summary.warnings:
+        path, field_name, message = summary.warnings[0]
+        return f"{path}: {field_name}: {message}"
+    return f"{summary.old_layout} page(s) of the old per-package layout skipped"
+
+
+def remove_stale_temporaries(output):
+    """Temporary files left by a build that was killed (its process is gone)."""
+    for candidate in output.parent.glob(f".{output.name}.tmp-*"):
+        pid = candidate.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _process_alive(int(pid)):
+            candidate.unlink(missing_ok=True)
+
+
+def _process_alive(pid):
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _existing_sources(output):
+    """What an earlier build of output read, or None when output has to be built from scratch."""
+    if not output.exists():
+        return None
+    try:
+        with open(output, "rb") as f:
+            header = f.read(16)
+    except OSError as error:
+        raise BuildError(f"{output}: cannot read the existing output ({error.strerror})") from error
+    if header != b"SQLite format 3\x00":
+        raise BuildError(f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it")
+    try:
+        conn = sqlite3.connect(f"file:{output}?mode=ro", uri=True)
+        try:
+            info = dict(conn.execute("SELECT key, value FROM build_info"))
+            if info.get("schema_version") != str(SCHEMA_VERSION):
+                return None
+            sources = {path: (size, mtime, digest, outcome) for path, size, mtime, digest, outcome in conn.execute(
+                "SELECT path, size, mtime_ns, digest, outcome FROM sources"
+            )}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return None
+    return {"sources": sources, "tags": info.get("tags_digest", "")}
+
+
+def _plan(inputs, existing):
+    tags = [entry for path in inputs.tags_yaml for entry in read_tags_yaml(path)]
+    tags_digest = file_digest(json.dumps(tags).encode())
+    known = existing["sources"] if existing else {}
+    to_read, touched, unchanged = [], [], 0
+    for source in inputs.files:
+        before = known.get(source.path)
+        if before is None or before[3] == "rejected":
+            to_read.append(source)
+            continue
+        stat = _stat(source.path)
+        if (stat.st_size, stat.st_mtime_ns) == before[:2]:
+            unchanged += 1
+        elif file_digest(read_bytes(source.path)) == before[2]:
+            touched.append((source, stat))
+        else:
+            to_read.append(source)
+    seen = {source.path for source in inputs.files}
+    removed = [path for path in known if path not in seen]
+    return Plan(to_read, touched, unchanged, removed, tags, tags_digest)
+
+
+def _stat(path):
+    try:
+        return os.stat(path)
+    except OSError as error:
+        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+
+
+def _load(conn, plan, summary, keep_going, progress):
+    loader = load.Loader(conn)
+    if progress:
+        progress.start(len(plan.to_read))
+    conn.execute("BEGIN")
+    load.delete_pages(conn, plan.removed + [source.path for source in plan.to_read])
+    for source, stat in plan.touched:
+        conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
+    for source in plan.to_read:
+        specs = _load_file(loader, source, summary, keep_going)
+        summary.specs_read += specs
+        if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
+            loader.flush()
+        if progress:
+            progress.advance(1, specs)
+    loader.flush()
+    load.load_tags_yaml(loader, conn, plan.tags)
+    return loader
+
+
+def _load_file(loader, source, summary, keep_going):
+    """Read one file into the loader; returns how many specs it listed."""
+    checkpoint = loader.checkpoint()
+    data, outcome, specs = None, "page", 0
+    try:
+        data = read_bytes(source.path)
+        page = read_page(source, data)
+        parsed = loader.add_page(page)
+        specs = len(parsed)
+        summary.pages_read += 1
+        for field_name, message in normalise.meta_disagreements(page.meta, parsed):
+            summary.warnings.append((page.path, field_name, message))
+            loader._add("problems", (page.path, field_name, message, "warning", page.tag, page.title))
+    except NotACachePage:
+        outcome = "not a page"
+    except OldLayoutPage:
+        outcome = "old layout"
+        summary.old_layout += 1
+    except PageError as error:
+        if not keep_going:
+            raise
+        loader.rollback(checkpoint)
+        outcome = "rejected"
+        summary.rejected.append(error)
+        loader._add("problems", (error.path, error.field, error.expected, "error", None, None))
+    if data is not None:
+        stat = _stat(source.path)
+        loader._add("sources", (source.path, stat.st_size, stat.st_mtime_ns, file_digest(data), outcome))
+    return specs
+
+
+def _finish(conn, loader, paths, plan, summary, *, full):
+    if not full or summary.rejected:
+        load.prune_orphans(conn, full_text=not full)
+    load.rank_versions_and_tags(conn)
+    microarchitectures.load(conn)
+    if full:
+        for fts in load.FTS_COLUMNS:
+            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+    else:
+        load.index_new_rows(conn, loader.first_ids)
+    _write_build_info(conn, paths, plan)
+    problems = load.foreign_key_problems(conn)
+    if problems:
+        raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
+    conn.execute("COMMIT")
+    conn.execute("ANALYZE")
+    if full or plan.removed or plan.to_read:
+        conn.execute("VACUUM")
+    conn.execute("PRAGMA journal_mode = DELETE")
+
+
+def _write_build_info(conn, paths, plan):
+    table_counts = counts(conn)
+    info = {
+        "schema_version": str(SCHEMA_VERSION),
+        "spack_cache_db_version": __version__,
+        "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "inputs": json.dumps([str(p) for p in paths]),
+        "counts": json.dumps(table_counts, sort_keys=True),
+        "tags_digest": plan.tags_digest,
+    }
+    conn.execute("DELETE FROM build_info")
+    conn.executemany("INSERT INTO build_info (key, value) VALUES (?, ?)", sorted(info.items()))
+
+
+COUNTED = {
+    "pages": "SELECT count(*) FROM pages",
+    "specs": "SELECT count(*) FROM specs",
+    "binaries": "SELECT count(*) FROM page_specs",
+    "tags": "SELECT count(*) FROM tags",
+    "packages": "SELECT count(*) FROM packages",
+    "problems": "SELECT count(*) FROM problems",
+}
+
+
+def counts(db):
+    """Row counts people look for, from an open connection or a database path."""
+    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {name: conn.execute(sql).fetchone()[0] for name, sql in COUNTED.items()}
+    finally:
+        if conn is not db:
+            conn.close()
+
+
+def _swap_in(temporary, output):
+    """Make the new file durable, then replace output in one rename: readers see the old or the new file."""
+    with open(temporary, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(temporary, output)
+    directory = os.open(output.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

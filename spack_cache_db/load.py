@@ -1,0 +1,427 @@
+"""Load pages into cache.db: ids resolved in memory, rows written in batches, unchanged pages kept."""
+
+import json
+import os
+import sqlite3
+
+from . import normalise
+from .normalise import SpecError
+from .read import PageError
+
+# Insert order follows the foreign keys: a row's parents are always written first.
+INSERTS = {
+    "packages": "INSERT INTO packages (id, name) VALUES (?, ?)",
+    "versions": "INSERT INTO versions (id, package_id, version, version_rank) VALUES (?, ?, ?, 0)",
+    "compilers": "INSERT INTO compilers (id, label, name, version) VALUES (?, ?, ?, ?)",
+    "oss": "INSERT INTO oss (id, name) VALUES (?, ?)",
+    "platforms": "INSERT INTO platforms (id, name) VALUES (?, ?)",
+    "targets": "INSERT INTO targets (id, name) VALUES (?, ?)",
+    "variants": "INSERT INTO variants (id, raw, name, operator, value) VALUES (?, ?, ?, ?, ?)",
+    "variant_values": "INSERT INTO variant_values (variant_id, position, value) VALUES (?, ?, ?)",
+    "variant_sets": "INSERT INTO variant_sets (id, variants) VALUES (?, ?)",
+    "variant_set_members": "INSERT INTO variant_set_members (variant_set_id, position, variant_id) VALUES (?, ?, ?)",
+    "stacks": "INSERT INTO stacks (id, name) VALUES (?, ?)",
+    "stack_sets": "INSERT INTO stack_sets (id, stacks) VALUES (?, ?)",
+    "stack_set_members": "INSERT INTO stack_set_members (stack_set_id, stack_id) VALUES (?, ?)",
+    "configurations": (
+        "INSERT INTO configurations (id, version_id, compiler_id, os_id, platform_id, target_id, variant_set_id, spec)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    "listings": (
+        "INSERT INTO listings (id, configuration_id, stack_set_id, package, version, compiler, os, platform,"
+        " target, variants, stacks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    "tags": (
+        "INSERT INTO tags (id, name, kind, snapshot_date, release_version, sort_order, mirror_url)"
+        " VALUES (?, ?, ?, ?, ?, 0, ?)"
+    ),
+    "sources": (
+        "INSERT INTO sources (path, size, mtime_ns, digest, outcome) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
+        " digest = excluded.digest, outcome = excluded.outcome"
+    ),
+    "problems": "INSERT INTO problems (path, field, message, severity, tag, package) VALUES (?, ?, ?, ?, ?, ?)",
+    "specs": "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, ?, ?, ?)",
+    "pages": (
+        "INSERT INTO pages (id, tag_id, package_id, path, digest, num_specs, meta, sorted_keys, key_order, extra)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    "page_specs": (
+        "INSERT INTO page_specs (page_id, spec_id, position, listing_id, compiler_exact, extra)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+    ),
+}
+
+# How each lookup's key is read back from an existing database, for incremental builds.
+EXISTING_KEYS = {
+    "packages": "SELECT name, id FROM packages",
+    "versions": "SELECT package_id, version, id FROM versions",
+    "compilers": "SELECT label, id FROM compilers",
+    "oss": "SELECT name, id FROM oss",
+    "platforms": "SELECT name, id FROM platforms",
+    "targets": "SELECT name, id FROM targets",
+    "variants": "SELECT raw, id FROM variants",
+    "variant_sets": "SELECT variants, id FROM variant_sets",
+    "stacks": "SELECT name, id FROM stacks",
+    "stack_sets": "SELECT stacks, id FROM stack_sets",
+    "configurations": (
+        "SELECT version_id, compiler_id, os_id, platform_id, target_id, variant_set_id, id FROM configurations"
+    ),
+    "listings": "SELECT configuration_id, stack_set_id, id FROM listings",
+    "tags": "SELECT name, id FROM tags",
+}
+
+
+def _key_of(row):
+    return row[0] if len(row) == 2 else tuple(row[:-1])
+
+
+class Loader:
+    """Turns pages into rows of one open database, remembering every id it has handed out."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.ids = {}
+        self.next_id = {}
+        self.pending = {table: [] for table in INSERTS}
+        for table, sql in EXISTING_KEYS.items():
+            self.ids[table] = {_key_of(row): row[-1] for row in conn.execute(sql)}
+            self.next_id[table] = max(self.ids[table].values(), default=0) + 1
+        self.spec_ids = {h: (i, c, s) for h, i, c, s in conn.execute("SELECT hash, id, configuration_id, size FROM specs")}
+        self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
+        self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
+        self.pages_by_name = {
+            (tag, package): path
+            for tag, package, path in conn.execute(
+                "SELECT tags.name, packages.name, path FROM pages JOIN tags ON tags.id = tag_id"
+                " JOIN packages ON packages.id = package_id"
+            )
+        }
+        self.first_ids = dict(self.next_id)
+        self.spec_paths = {}  # hash -> the page that first listed it in this build
+        self.variant_cache = {}
+        self.compiler_cache = {}
+
+    def _id(self, table, key, row):
+        """The id for key, adding a row made by row(id) the first time the key is seen."""
+        ids = self.ids[table]
+        found = ids.get(key)
+        if found is None:
+            found = ids[key] = self.next_id[table]
+            self.next_id[table] += 1
+            row(found)
+        return found
+
+    def _add(self, table, row):
+        self.pending[table].append(row)
+
+    def tag_id(self, name):
+        def add(new_id):
+            tag = normalise.classify_tag(name)
+            self._add("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, tag.mirror_url))
+
+        return self._id("tags", name, add)
+
+    def _named_id(self, table, name):
+        return self._id(table, name, lambda new_id: self._add(table, (new_id, name)))
+
+    def stack_id(self, name):
+        return self._named_id("stacks", name)
+
+    def add_page(self, page):
+        """Check a page against everything loaded so far, then queue its rows; raises PageError."""
+        specs = self._parse_specs(page)
+        other = self.pages_by_name.get((page.tag, page.title))
+        if other is not None:
+            raise PageError(
+                page.path, "categories", f"expected one page per tag and package: {page.tag}/{page.title} is also {other}"
+            )
+        tag_id = self.tag_id(page.tag)
+        package_id = self._named_id("packages", page.title)
+        rows = [self._spec_row(page, package_id, number, spec) for number, spec in enumerate(specs)]
+        page_id = self.next_id["pages"]
+        self.next_id["pages"] += 1
+        self.pages_by_name[(page.tag, page.title)] = page.path
+        key_order = None if page.sorted_keys else json.dumps(_first_key_order(page.specs))
+        self._add(
+            "pages",
+            (
+                page_id,
+                tag_id,
+                package_id,
+                page.path,
+                page.digest,
+                len(specs),
+                page.meta_text,
+                int(page.sorted_keys),
+                key_order,
+                json.dumps(page.extra, sort_keys=True) if page.extra else None,
+            ),
+        )
+        for spec_hash, new_spec, listing_id, position, exact, extra in rows:
+            if new_spec is not None:
+                self._add("specs", new_spec)
+            self._add("page_specs", (page_id, self.spec_ids[spec_hash][0], position, listing_id, exact, extra))
+        return specs
+
+    def _parse_specs(self, page):
+        specs, seen = [], {}
+        for number, entry in enumerate(page.specs):
+            where = f"spec_details[{number}]"
+            try:
+                spec = normalise.parse_spec(entry, where, self.variant_cache, self.compiler_cache)
+            except SpecError as error:
+                raise PageError(page.path, error.field, error.expected) from error
+            first = seen.get(spec.hash)
+            if first is not None:
+                raise PageError(
+                    page.path, f"{where}.hash", f"expected each hash once per page: {spec.hash} is also spec_details[{first}]"
+                )
+            seen[spec.hash] = number
+            specs.append(spec)
+        return specs
+
+    def _spec_row(self, page, package_id, position, spec):
+        configuration_id = self._configuration_id(page.title, package_id, spec)
+        known = self.spec_ids.get(spec.hash)
+        new_spec = None
+        if known is None:
+            spec_id = self.next_id["specs"]
+            self.next_id["specs"] += 1
+            self.spec_ids[spec.hash] = (spec_id, configuration_id, spec.size)
+            self.spec_paths[spec.hash] = page.path
+            new_spec = (spec_id, spec.hash, configuration_id, spec.size)
+        elif known[1] != configuration_id or known[2] != spec.size:
+            raise PageError(
+                page.path,
+                f"spec_details[{position}].hash",
+                f"expected the same facts wherever hash {spec.hash} appears, but {self._first_path(spec.hash)} "
+                f"lists it as {self._describe(known[1], known[2])} and this page as "
+                f"{self._describe(configuration_id, spec.size)}",
+            )
+        stack_set_id = self._stack_set_id(spec.stacks)
+        listing_id = self._listing_id(page.title, spec, configuration_id, stack_set_id)
+        extra = json.dumps(spec.extra, sort_keys=True) if spec.extra else None
+        return spec.hash, new_spec, listing_id, position, int(spec.compiler_exact), extra
+
+    def _first_path(self, spec_hash):
+        if spec_hash in self.spec_paths:
+            return self.spec_paths[spec_hash]
+        row = self.conn.execute(
+            "SELECT pages.path FROM specs JOIN page_specs ON page_specs.spec_id = specs.id"
+            " JOIN pages ON pages.id = page_specs.page_id WHERE specs.hash = ? LIMIT 1",
+            (spec_hash,),
+        ).fetchone()
+        return row[0] if row else "an earlier page"
+
+    def _describe(self, configuration_id, size):
+        spec = next(
+            (row[-1] for row in self.pending["configurations"] if row[0] == configuration_id),
+            None,
+        ) or self.conn.execute("SELECT spec FROM configurations WHERE id = ?", (configuration_id,)).fetchone()[0]
+        return spec if size is None else f"{spec} (size {size})"
+
+    def _configuration_id(self, package, package_id, spec):
+        version_id = self._id(
+            "versions", (package_id, spec.version), lambda new_id: self._add("versions", (new_id, package_id, spec.version))
+        )
+        compiler = spec.compiler
+        compiler_id = self._id(
+            "compilers",
+            str(compiler),
+            lambda new_id: self._add("compilers", (new_id, str(compiler), compiler.name, compiler.version)),
+        )
+        key = (
+            version_id,
+            compiler_id,
+            self._named_id("oss", spec.os),
+            self._named_id("platforms", spec.platform),
+            self._named_id("targets", spec.target),
+            self._variant_set_id(spec.variants),
+        )
+
+        def add(new_id):
+            text = normalise.spec_string(
+                package, spec.version, spec.variants, spec.platform, spec.os, spec.target, spec.compiler
+            )
+            self._add("configurations", (new_id, *key, text))
+
+        return self._id("configurations", key, add)
+
+    def _variant_id(self, variant):
+        def add(new_id):
+            self._add("variants", (new_id, variant.raw, variant.name, variant.operator, variant.value))
+            if not variant.is_boolean:
+                for position, value in enumerate(variant.values):
+                    self._add("variant_values", (new_id, position, value))
+
+        return self._id("variants", variant.raw, add)
+
+    def _variant_set_id(self, variants):
+        key = json.dumps([v.raw for v in variants], ensure_ascii=False)
+
+        def add(new_id):
+            self._add("variant_sets", (new_id, key))
+            for position, variant in enumerate(variants):
+                self._add("variant_set_members", (new_id, position, self._variant_id(variant)))
+
+        return self._id("variant_sets", key, add)
+
+    def _stack_set_id(self, stacks):
+        key = json.dumps(list(stacks))
+
+        def add(new_id):
+            self._add("stack_sets", (new_id, key))
+            for stack in stacks:
+                self._add("stack_set_members", (new_id, self.stack_id(stack)))
+
+        return self._id("stack_sets", key, add)
+
+    def _listing_id(self, package, spec, configuration_id, stack_set_id):
+        def add(new_id):
+            self._add(
+                "listings",
+                (
+                    new_id,
+                    configuration_id,
+                    stack_set_id,
+                    package,
+                    spec.version,
+                    str(spec.compiler),
+                    spec.os,
+                    spec.platform,
+                    spec.target,
+                    " ".join(v.raw for v in spec.variants),
+                    " ".join(spec.stacks),
+                ),
+            )
+
+        return self._id("listings", (configuration_id, stack_set_id), add)
+
+    def checkpoint(self):
+        return dict(self.next_id), {table: len(rows) for table, rows in self.pending.items()}
+
+    def rollback(self, checkpoint):
+        """Forget what a rejected page added since the checkpoint."""
+        next_id, pending = checkpoint
+        for table, length in pending.items():
+            del self.pending[table][length:]
+        for table, ids in self.ids.items():
+            for key in [k for k, v in ids.items() if v >= next_id[table]]:
+                del ids[key]
+        for spec_hash in [h for h, v in self.spec_ids.items() if v[0] >= next_id["specs"]]:
+            del self.spec_ids[spec_hash]
+            self.spec_paths.pop(spec_hash, None)
+        self.next_id = next_id
+
+    def flush(self):
+        for table, sql in INSERTS.items():
+            rows = self.pending[table]
+            if rows:
+                self.conn.executemany(sql, rows)
+                rows.clear()
+
+
+def _first_key_order(specs):
+    order = []
+    for entry in specs:
+        for key in entry:
+            if key not in order:
+                order.append(key)
+    return order
+
+
+def load_tags_yaml(loader, conn, tags):
+    """Tags and their stacks as _data/tags.yaml declares them."""
+    conn.execute("DELETE FROM tag_stacks")
+    rows = set()
+    for name, stacks in tags:
+        tag_id = loader.tag_id(name)
+        rows.update((tag_id, loader.stack_id(stack)) for stack in stacks)
+    loader.flush()
+    conn.executemany("INSERT INTO tag_stacks (tag_id, stack_id) VALUES (?, ?)", sorted(rows))
+
+
+def rank_versions_and_tags(conn):
+    """version_rank in Spack's order within each package; sort_order of tags as people expect."""
+    by_package = {}
+    for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
+        by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
+    ranks = []
+    for versions in by_package.values():
+        versions.sort()
+        ranks.extend((rank, version_id) for rank, (_, _, version_id) in enumerate(versions, start=1))
+    conn.executemany("UPDATE versions SET version_rank = ? WHERE id = ?", ranks)
+    tags = [normalise.classify_tag(name) for (name,) in conn.execute("SELECT name FROM tags")]
+    tags.sort(key=normalise.tag_sort_key)
+    conn.executemany("UPDATE tags SET sort_order = ? WHERE name = ?", [(n, t.name) for n, t in enumerate(tags, 1)])
+
+
+def delete_pages(conn, paths):
+    """Remove pages (and, through prune_orphans, whatever only they used)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone (path TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM gone")
+    conn.executemany("INSERT INTO gone (path) VALUES (?)", [(p,) for p in paths])
+    conn.execute("DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE path IN (SELECT path FROM gone))")
+    conn.execute("DELETE FROM pages WHERE path IN (SELECT path FROM gone)")
+    conn.execute("DELETE FROM problems WHERE path IN (SELECT path FROM gone)")
+    conn.execute("DELETE FROM sources WHERE path IN (SELECT path FROM gone)")
+
+
+FTS_COLUMNS = {
+    "listings_fts": ("listings", "package, version, compiler, os, platform, target, variants, stacks"),
+    "packages_fts": ("packages", "name"),
+}
+
+ORPHANS = [
+    ("specs", "id NOT IN (SELECT spec_id FROM page_specs)"),
+    ("listings", "id NOT IN (SELECT listing_id FROM page_specs)"),
+    ("configurations", "id NOT IN (SELECT configuration_id FROM specs) AND id NOT IN (SELECT configuration_id FROM listings)"),
+    ("variant_set_members", "variant_set_id NOT IN (SELECT variant_set_id FROM configurations)"),
+    ("variant_sets", "id NOT IN (SELECT variant_set_id FROM configurations)"),
+    ("variant_values", "variant_id NOT IN (SELECT variant_id FROM variant_set_members)"),
+    ("variants", "id NOT IN (SELECT variant_id FROM variant_set_members)"),
+    ("stack_set_members", "stack_set_id NOT IN (SELECT stack_set_id FROM listings)"),
+    ("stack_sets", "id NOT IN (SELECT stack_set_id FROM listings)"),
+    ("versions", "id NOT IN (SELECT version_id FROM configurations)"),
+    ("packages", "id NOT IN (SELECT package_id FROM pages) AND id NOT IN (SELECT package_id FROM versions)"),
+    ("compilers", "id NOT IN (SELECT compiler_id FROM configurations)"),
+    ("oss", "id NOT IN (SELECT os_id FROM configurations)"),
+    ("platforms", "id NOT IN (SELECT platform_id FROM configurations)"),
+    ("targets", "id NOT IN (SELECT target_id FROM configurations)"),
+    ("stacks", "id NOT IN (SELECT stack_id FROM stack_set_members) AND id NOT IN (SELECT stack_id FROM tag_stacks)"),
+    ("tags", "id NOT IN (SELECT tag_id FROM pages) AND id NOT IN (SELECT tag_id FROM tag_stacks)"),
+]
+
+
+def prune_orphans(conn, full_text):
+    """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step."""
+    for table, condition in ORPHANS:
+        for fts, (content, columns) in FTS_COLUMNS.items():
+            if full_text and content == table:
+                conn.execute(
+                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {table} WHERE {condition}"
+                )
+        conn.execute(f"DELETE FROM {table} WHERE {condition}")
+
+
+def index_new_rows(conn, first_ids):
+    """Add rows created in this build to the full-text indexes."""
+    for fts, (content, columns) in FTS_COLUMNS.items():
+        conn.execute(
+            f"INSERT INTO {fts} (rowid, {columns}) SELECT id, {columns} FROM {content} WHERE id >= ?",
+            (first_ids[content],),
+        )
+
+
+def foreign_key_problems(conn):
+    return conn.execute("PRAGMA foreign_key_check").fetchall()
+
+
+def open_for_build(path):
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -200000")
+    return conn

@@ -1,0 +1,308 @@
+"""Spack's own rules for the values on a page: versions, tags, compilers, variants, spec strings."""
+
+import json
+import re
+from dataclasses import dataclass
+
+MIRROR_ROOT = "https://binaries.spack.io"
+
+# Spack's "infinity" versions, lowest first: all of them sort above any number.
+INFINITY_WORDS = ("stable", "trunk", "head", "master", "main", "develop")
+PRERELEASES = ("alpha", "beta", "rc")
+_FINAL_RELEASE = (len(PRERELEASES),)
+_COMPONENT = re.compile(r"[A-Za-z]+|[0-9]+")
+_PRERELEASE_SUFFIX = re.compile(r"^(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)$")
+
+
+def _component_key(component):
+    if component.isdigit():
+        return (2, int(component), "")
+    word = component.lower()
+    if word in INFINITY_WORDS:
+        return (3, INFINITY_WORDS.index(word), "")
+    return (1, 0, word)
+
+
+def version_key(version):
+    """A sort key that orders versions the way Spack does.
+
+    Components split at '.', '-', '_' and letter/digit boundaries compare one by one
+    (numbers as numbers, develop > main > master > head > trunk > stable > numbers >
+    other words), a shorter prefix sorts first, and alphaN < betaN < rcN < the release.
+    """
+    release, prerelease = version, _FINAL_RELEASE
+    match = _PRERELEASE_SUFFIX.match(version)
+    if match and match.group(1):
+        release = match.group(1)
+        prerelease = (PRERELEASES.index(match.group(2)), int(match.group(3)))
+    components = tuple(_component_key(c) for c in _COMPONENT.findall(release))
+    return (components, prerelease)
+
+
+@dataclass(frozen=True)
+class Tag:
+    name: str
+    kind: str  # develop | snapshot | release | other
+    snapshot_date: str | None
+    release_version: str | None
+
+    @property
+    def mirror_url(self):
+        return f"{MIRROR_ROOT}/{self.name}"
+
+
+_SNAPSHOT = re.compile(r"^develop-(\d{4}-\d{2}-\d{2})$")
+_RELEASE = re.compile(r"^v(\d+(?:\.\d+)*)$")
+
+
+def classify_tag(name):
+    if name == "develop":
+        return Tag(name, "develop", None, None)
+    if match := _SNAPSHOT.match(name):
+        return Tag(name, "snapshot", match.group(1), None)
+    if match := _RELEASE.match(name):
+        return Tag(name, "release", None, match.group(1))
+    return Tag(name, "other", None, None)
+
+
+def tag_sort_key(tag):
+    """develop first, then releases newest first, then snapshots newest first, then others by name."""
+    if tag.kind == "develop":
+        return (0,)
+    if tag.kind == "release":
+        return (1, tuple(-int(part) for part in tag.release_version.split(".")))
+    if tag.kind == "snapshot":
+        return (2, tuple(-int(part) for part in tag.snapshot_date.split("-")))
+    return (3, tag.name)
+
+
+@dataclass(frozen=True)
+class Compiler:
+    name: str
+    version: str | None
+
+    def __str__(self):
+        return self.name if self.version is None else f"{self.name}@{self.version}"
+
+
+_COMPILER = re.compile(r"^([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?$")
+
+
+def parse_compiler(text):
+    """'gcc@=11.4.0' and 'gcc@11.4.0' are the same compiler; returns it and whether '@=' was written.
+
+    Returns None for text that is not a compiler spelling.
+    """
+    match = _COMPILER.match(text)
+    if not match:
+        return None
+    name, exact, version = match.groups()
+    if name == "none" and version is None:
+        return Compiler("none", None), False
+    return Compiler(name, version), exact == "="
+
+
+@dataclass(frozen=True)
+class Variant:
+    raw: str
+    name: str
+    operator: str  # '+', '~', '=' or ':='
+    value: str
+
+    @property
+    def is_boolean(self):
+        return self.operator in ("+", "~")
+
+    @property
+    def values(self):
+        """Multi-valued variants ('cuda_arch=70,80') split into their values."""
+        return self.value.split(",")
+
+
+_VARIANT = re.compile(r"^(?:([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)(.*))$", re.DOTALL)
+
+
+def parse_variant(raw):
+    """Returns the Variant, or None where the text is not a Spack variant."""
+    match = _VARIANT.match(raw)
+    if not match:
+        return None
+    sign, bool_name, name, operator, value = match.groups()
+    if sign:
+        return Variant(raw, bool_name, sign, "true" if sign == "+" else "false")
+    return Variant(raw, name, operator, value)
+
+
+def _quoted_if_needed(value):
+    return f'"{value}"' if re.search(r"\s", value) else value
+
+
+def spec_string(package, version, variants, platform, os, target, compiler):
+    """Spack's spec syntax: name@version, booleans glued in name order, key=value pairs, arch, compiler last."""
+    booleans = sorted((v for v in variants if v.is_boolean), key=lambda v: v.name)
+    pairs = sorted((v for v in variants if not v.is_boolean), key=lambda v: v.name)
+    text = f"{package}@{version}" + "".join(v.raw for v in booleans)
+    for variant in pairs:
+        text += f" {variant.name}{variant.operator}{_quoted_if_needed(variant.value)}"
+    text += f" arch={platform}-{os}-{target}"
+    if compiler.name != "none":
+        text += f" %{compiler}"
+    return text
+
+
+def install_commands(tag, mirror_url, spec_hash):
+    return "\n".join(
+        [
+            f"spack mirror add {tag} {mirror_url}",
+            "spack buildcache keys --install --trust",
+            f"spack install --use-buildcache only /{spec_hash}",
+        ]
+    )
+
+
+_HASH = re.compile(r"^[a-z2-7]{32}$")
+SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
+META_LISTS = {"compilers": "compiler", "oss": "os", "platforms": "platform", "targets": "target"}
+
+
+class SpecError(Exception):
+    def __init__(self, field, expected):
+        super().__init__(f"{field}: {expected}")
+        self.field = field
+        self.expected = expected
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One entry of spec_details, checked and in Spack's terms."""
+
+    hash: str
+    version: str
+    compiler: Compiler
+    compiler_exact: bool  # written 'name@=version'
+    os: str
+    platform: str
+    target: str
+    variants: tuple  # of Variant, in document order
+    stacks: tuple  # sorted
+    size: int | None
+    extra: dict  # fields the format does not document (e.g. tarball), kept
+
+    @property
+    def configuration(self):
+        """What was built; a hash names exactly one configuration."""
+        variants = tuple(v.raw for v in self.variants)
+        return (self.version, self.compiler, self.os, self.platform, self.target, variants)
+
+
+def _text(entry, key, where):
+    value = entry[key]
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{where}.{key}", "expected non-empty text")
+    return value
+
+
+def _text_list(entry, key, where):
+    values = entry[key]
+    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+        raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+    return values
+
+
+def parse_spec(entry, where, variant_cache, compiler_cache):
+    """Check one spec_details entry; the caches remember parsed variants and compilers by their text."""
+    if not isinstance(entry, dict):
+        raise SpecError(where, "expected a JSON object")
+    for key in SPEC_FIELDS:
+        if key not in entry:
+            raise SpecError(f"{where}.{key}", "expected this field")
+    spec_hash = _text(entry, "hash", where)
+    if not _HASH.match(spec_hash):
+        raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
+    versions = _text_list(entry, "versions", where)
+    if len(versions) != 1:
+        raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
+    compiler_text = _text(entry, "compiler", where)
+    compiler = compiler_cache.get(compiler_text) or compiler_cache.setdefault(compiler_text, parse_compiler(compiler_text))
+    if compiler is None:
+        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+    variants = []
+    for number, raw in enumerate(_text_list(entry, "variants", where)):
+        variant = variant_cache.get(raw) or variant_cache.setdefault(raw, parse_variant(raw))
+        if variant is None:
+            raise SpecError(f"{where}.variants[{number}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
+        variants.append(variant)
+    stacks = _text_list(entry, "stacks", where)
+    return Spec(
+        hash=spec_hash,
+        version=versions[0],
+        compiler=compiler[0],
+        compiler_exact=compiler[1],
+        os=_text(entry, "os", where),
+        platform=_text(entry, "platform", where),
+        target=_text(entry, "target", where),
+        variants=tuple(variants),
+        stacks=tuple(sorted(set(stacks))),
+        size=_size(entry["size"], where),
+        extra={k: v for k, v in entry.items() if k not in SPEC_FIELDS},
+    )
+
+
+def _size(value, where):
+    if value == "-":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    raise SpecError(f"{where}.size", "expected '-' (unknown) or a whole number of bytes")
+
+
+def derived_meta(specs):
+    """The meta a page's spec_details imply, as cache.spack.io's generator writes it."""
+    by_stack = {}
+    for spec in specs:
+        for stack in spec.stacks:
+            by_stack[stack] = by_stack.get(stack, 0) + 1
+    return {
+        "compilers": sorted({spec_compiler_text(s) for s in specs}),
+        "num_specs": len(specs),
+        "num_specs_by_stack": dict(sorted(by_stack.items())),
+        "oss": sorted({s.os for s in specs}),
+        "platforms": sorted({s.platform for s in specs}),
+        "stacks": sorted(by_stack),
+        "targets": sorted({s.target for s in specs}),
+        "versions": sorted({s.version for s in specs}),
+    }
+
+
+def spec_compiler_text(spec):
+    """The compiler as the page wrote it."""
+    if spec.compiler.version is None:
+        return spec.compiler.name
+    return f"{spec.compiler.name}@{'=' if spec.compiler_exact else ''}{spec.compiler.version}"
+
+
+def meta_disagreements(declared, specs):
+    """[(field, message)] where the page's meta says something its spec_details do not."""
+    derived = derived_meta(specs)
+    found = []
+    for key, expected in derived.items():
+        if key not in declared:
+            found.append((f"meta.{key}", "missing from meta"))
+            continue
+        value = declared[key]
+        if isinstance(expected, list):
+            same = isinstance(value, list) and sorted(map(str, value)) == expected
+        elif isinstance(expected, dict):
+            same = isinstance(value, dict) and {k: str(v) for k, v in value.items()} == {k: str(v) for k, v in expected.items()}
+        else:
+            same = str(value) == str(expected)
+        if not same:
+            found.append((f"meta.{key}", f"meta says {_short(value)} but spec_details give {_short(expected)}"))
+    return found
+
+
+def _short(value, limit=300):
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

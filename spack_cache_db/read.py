@@ -1,0 +1,310 @@
+"""Read pages: find page files in the inputs and split each into its front-matter fields, as text."""
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import yaml
+
+
+class PageError(Exception):
+    """A page that cannot be read: names the file, the field and what was expected."""
+
+    def __init__(self, path, field, expected):
+        super().__init__(f"{path}: {field}: {expected}")
+        self.path = str(path)
+        self.field = field
+        self.expected = expected
+
+
+class NotACachePage(Exception):
+    """A file found in a folder that is some other kind of document (skipped, counted)."""
+
+
+class OldLayoutPage(Exception):
+    """A page of the old per-package layout ('category: package' with 'spec_files'): skipped with a warning."""
+
+
+@dataclass
+class SourceFile:
+    path: str  # as the user will recognise it: the input argument joined with the path inside it
+    explicit: bool  # named on the command line, or where only a cache page can be
+    folder_tag: str | None = None  # from _cache/<tag>/<package>/specs.md
+    folder_package: str | None = None
+
+
+@dataclass
+class Page:
+    path: str
+    digest: str
+    title: str
+    tag: str
+    meta: dict
+    meta_text: str
+    specs: list
+    sorted_keys: bool  # written the way cache.spack.io's generator writes today
+    extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept
+
+
+@dataclass
+class Inputs:
+    files: list
+    tags_yaml: list  # paths of _data/tags.yaml files
+
+
+def find_inputs(paths):
+    """Expand files, folders and checkouts into page files (sorted, for a deterministic build)."""
+    files, tags_yaml = {}, []
+    for given in paths:
+        root = Path(given)
+        if root.is_file():
+            files[str(root)] = SourceFile(str(root), explicit=True)
+            continue
+        if not root.is_dir():
+            raise PageError(given, "path", "expected an existing file or folder")
+        for data_dir in (root / "_data", root.parent / "_data"):
+            if (data_dir / "tags.yaml").is_file() and str(data_dir / "tags.yaml") not in tags_yaml:
+                tags_yaml.append(str(data_dir / "tags.yaml"))
+        for path in _walk(root):
+            files.setdefault(str(path), _source_file(path))
+    return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml)
+
+
+def _walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("_data", "_site"))
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                yield Path(dirpath) / name
+
+
+def _source_file(path):
+    parts = path.parts
+    if "_cache" in parts:
+        inside = parts[parts.index("_cache") + 1 :]
+        if len(inside) == 3 and inside[2] == "specs.md":
+            return SourceFile(str(path), True, inside[0], inside[1])
+        return SourceFile(str(path), True)
+    return SourceFile(str(path), explicit=path.name == "specs.md")
+
+
+def file_digest(data):
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as error:
+        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+
+
+def read_page(source, data):
+    """Parse one file's bytes into a Page; raises PageError, NotACachePage or OldLayoutPage."""
+    path = source.path
+    text = _decode(path, data, source.explicit)
+    fields, sorted_keys, meta_text = _front_matter(path, text, source.explicit)
+    title = _title(path, fields)
+    tag = _tag(path, fields)
+    if source.folder_tag is not None and tag != source.folder_tag:
+        raise PageError(path, "categories", f"expected tag '{source.folder_tag}' as in the page's folder, found '{tag}'")
+    if source.folder_package is not None and title != source.folder_package:
+        raise PageError(path, "title", f"expected '{source.folder_package}' as in the page's folder, found '{title}'")
+    meta = fields.pop("meta")
+    specs = fields.pop("spec_details")
+    if not isinstance(meta, dict):
+        raise PageError(path, "meta", "expected a JSON object")
+    if not isinstance(specs, list):
+        raise PageError(path, "spec_details", "expected a JSON list of specs")
+    for key in ("title", "layout", "categories"):
+        fields.pop(key)
+    if meta_text is None:
+        meta_text = json.dumps(meta, sort_keys=True)
+    return Page(
+        path=path,
+        digest=file_digest(data),
+        title=title,
+        tag=tag,
+        meta=meta,
+        meta_text=meta_text,
+        specs=specs,
+        sorted_keys=sorted_keys,
+        extra=fields,
+    )
+
+
+def _decode(path, data, explicit):
+    if not data.strip():
+        raise PageError(path, "file", "expected a page with YAML front matter, found an empty file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if not explicit and not data.startswith(b"---"):
+            raise NotACachePage(path) from error
+        raise PageError(path, "encoding", f"expected UTF-8 text (invalid byte at offset {error.start})") from error
+    text = text.removeprefix("\ufeff")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    return text
+
+
+_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
+_CATEGORIES = re.compile(r"^\[([^\[\]\"',]+), ([^\[\]\"',]+)\]$")
+_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+_FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
+
+
+def _front_matter(path, text, explicit):
+    """The front matter as a dict of values, whether it is in generator form, and the meta's JSON text."""
+    if not text.startswith("---\n"):
+        if not explicit:
+            raise NotACachePage(path)
+        raise PageError(path, "front matter", "expected the file to start with a '---' line")
+    end = text.find("\n---", 3)
+    while end != -1 and text[end + 4 : end + 5] not in ("", "\n"):
+        end = text.find("\n---", end + 4)
+    if end == -1:
+        raise PageError(path, "front matter", "expected a closing '---' line")
+    if text[end + 4 :].strip():
+        raise PageError(path, "front matter", "expected nothing after the closing '---' line")
+    body = text[4 : end + 1]
+    fields = _generator_form(body)
+    sorted_keys, meta_text = fields is not None, None
+    if fields is None:
+        fields = _yaml_form(path, body)
+    else:
+        meta_text = fields["meta"]
+        fields["meta"] = _json(path, "meta", fields["meta"])
+        fields["spec_details"] = _json(path, "spec_details", fields["spec_details"])
+        sorted_keys = _written_sorted(fields["meta"], fields["spec_details"])
+    _check_layout(path, fields, explicit)
+    return fields, sorted_keys, meta_text
+
+
+def _generator_form(body):
+    """Fast path for pages in the form the generator writes: one 'key: value' line per field."""
+    fields = {}
+    for line in body.splitlines():
+        match = _LINE.match(line)
+        if not match or match.group(1) in fields:
+            return None
+        key, value = match.groups()
+        fields[key] = value
+    if tuple(fields) != _FRAME_FIELDS:
+        return None
+    title = _QUOTED.match(fields["title"])
+    categories = _CATEGORIES.match(fields["categories"])
+    if not title or not categories or fields["layout"] != "cache":
+        return None
+    fields["title"] = json.loads(f'"{title.group(1)}"')
+    fields["categories"] = [categories.group(1), categories.group(2)]
+    return fields
+
+
+def _json(path, field, text):
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise PageError(path, field, f"expected valid JSON ({error})") from error
+    if "." in text and _has_float(value):
+        # Numbers written with a fraction keep their text: 1.10 must not become 1.1.
+        value = json.loads(text, parse_float=str)
+    return value
+
+
+def _has_float(value):
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False
+
+
+def _written_sorted(meta, specs):
+    keys = list(meta)
+    if keys != sorted(keys):
+        return False
+    return all(list(spec) == sorted(spec) for spec in specs if isinstance(spec, dict))
+
+
+def _yaml_form(path, body):
+    """Any other YAML: BaseLoader keeps every scalar as the text the document has."""
+    try:
+        fields = yaml.load(body, Loader=yaml.BaseLoader)
+    except yaml.YAMLError as error:
+        raise PageError(path, "front matter", f"expected valid YAML ({_one_line(error)})") from error
+    if not isinstance(fields, dict):
+        raise PageError(path, "front matter", "expected a YAML mapping of fields")
+    if fields.get("category") == "package" and "spec_files" in fields:
+        raise OldLayoutPage(path)
+    for key in ("meta", "spec_details"):
+        if isinstance(fields.get(key), str):
+            fields[key] = _json(path, key, fields[key])
+    return fields
+
+
+def _one_line(error):
+    return " ".join(str(error).split())
+
+
+def _check_layout(path, fields, explicit):
+    if fields.get("layout") != "cache":
+        if not explicit:
+            raise NotACachePage(path)
+        found = fields.get("layout")
+        raise PageError(path, "layout", f"expected 'cache', found {found!r}" if found else "expected 'cache'")
+    for key in _FRAME_FIELDS:
+        if key not in fields:
+            raise PageError(path, key, "expected this field in the front matter")
+
+
+# Names become folders on export: no separators, no leading dot.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def _title(path, fields):
+    title = fields["title"]
+    if not isinstance(title, str) or not _NAME.match(title):
+        raise PageError(path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}")
+    return title
+
+
+def _tag(path, fields):
+    categories = fields["categories"]
+    if (
+        not isinstance(categories, list)
+        or len(categories) != 2
+        or categories[0] != "package"
+        or not isinstance(categories[1], str)
+    ):
+        raise PageError(path, "categories", "expected [package, <tag>]")
+    if not _NAME.match(categories[1]):
+        raise PageError(path, "categories", f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {categories[1]!r:.80}")
+    return categories[1]
+
+
+def read_tags_yaml(path):
+    """[(tag name, [stack, ...]), ...] from a cache.spack.io _data/tags.yaml, names kept as text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = yaml.load(f, Loader=yaml.BaseLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise PageError(path, "tags", f"expected a readable YAML list of tags ({_one_line(error)})") from error
+    if not isinstance(entries, list):
+        raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")
+    tags = []
+    for number, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise PageError(path, f"[{number}].name", "expected a tag name")
+        stacks = entry.get("stacks", [])
+        if not isinstance(stacks, list) or not all(isinstance(s, str) for s in stacks):
+            raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
+        tags.append((entry["name"], stacks))
+    return tags

@@ -1,0 +1,264 @@
+"""The shape of cache.db, in one place: tables, indexes, full-text search and views."""
+
+SCHEMA_VERSION = 1
+
+TABLES = """
+CREATE TABLE tags (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('develop', 'release', 'snapshot', 'other')),
+    snapshot_date TEXT,
+    release_version TEXT,
+    sort_order INTEGER NOT NULL,
+    mirror_url TEXT NOT NULL
+);
+CREATE TABLE stacks (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE tag_stacks (
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    stack_id INTEGER NOT NULL REFERENCES stacks(id),
+    PRIMARY KEY (tag_id, stack_id)
+) WITHOUT ROWID;
+CREATE TABLE packages (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE versions (
+    id INTEGER PRIMARY KEY,
+    package_id INTEGER NOT NULL REFERENCES packages(id),
+    version TEXT NOT NULL,
+    version_rank INTEGER NOT NULL,
+    UNIQUE (package_id, version)
+);
+CREATE TABLE compilers (
+    id INTEGER PRIMARY KEY,
+    label TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    version TEXT
+);
+CREATE TABLE oss (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE platforms (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE targets (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE variants (
+    id INTEGER PRIMARY KEY,
+    raw TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    operator TEXT NOT NULL CHECK (operator IN ('+', '~', '=', ':=')),
+    value TEXT NOT NULL
+);
+CREATE TABLE variant_values (
+    variant_id INTEGER NOT NULL REFERENCES variants(id),
+    position INTEGER NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (variant_id, position)
+) WITHOUT ROWID;
+CREATE TABLE variant_sets (
+    id INTEGER PRIMARY KEY,
+    variants TEXT NOT NULL UNIQUE
+);
+CREATE TABLE variant_set_members (
+    variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id),
+    position INTEGER NOT NULL,
+    variant_id INTEGER NOT NULL REFERENCES variants(id),
+    PRIMARY KEY (variant_set_id, position)
+) WITHOUT ROWID;
+CREATE TABLE stack_sets (
+    id INTEGER PRIMARY KEY,
+    stacks TEXT NOT NULL UNIQUE
+);
+CREATE TABLE stack_set_members (
+    stack_set_id INTEGER NOT NULL REFERENCES stack_sets(id),
+    stack_id INTEGER NOT NULL REFERENCES stacks(id),
+    PRIMARY KEY (stack_set_id, stack_id)
+) WITHOUT ROWID;
+CREATE TABLE configurations (
+    id INTEGER PRIMARY KEY,
+    version_id INTEGER NOT NULL REFERENCES versions(id),
+    compiler_id INTEGER NOT NULL REFERENCES compilers(id),
+    os_id INTEGER NOT NULL REFERENCES oss(id),
+    platform_id INTEGER NOT NULL REFERENCES platforms(id),
+    target_id INTEGER NOT NULL REFERENCES targets(id),
+    variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id),
+    spec TEXT NOT NULL,
+    UNIQUE (version_id, compiler_id, os_id, platform_id, target_id, variant_set_id)
+);
+CREATE TABLE specs (
+    id INTEGER PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 32),
+    configuration_id INTEGER NOT NULL REFERENCES configurations(id),
+    size INTEGER
+);
+CREATE TABLE listings (
+    id INTEGER PRIMARY KEY,
+    configuration_id INTEGER NOT NULL REFERENCES configurations(id),
+    stack_set_id INTEGER NOT NULL REFERENCES stack_sets(id),
+    package TEXT NOT NULL,
+    version TEXT NOT NULL,
+    compiler TEXT NOT NULL,
+    os TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    target TEXT NOT NULL,
+    variants TEXT NOT NULL,
+    stacks TEXT NOT NULL,
+    UNIQUE (configuration_id, stack_set_id)
+);
+CREATE TABLE sources (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page'))
+) WITHOUT ROWID;
+CREATE TABLE pages (
+    id INTEGER PRIMARY KEY,
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    package_id INTEGER NOT NULL REFERENCES packages(id),
+    path TEXT NOT NULL UNIQUE REFERENCES sources(path),
+    digest TEXT NOT NULL,
+    num_specs INTEGER NOT NULL,
+    meta TEXT NOT NULL,
+    sorted_keys INTEGER NOT NULL,
+    key_order TEXT,
+    extra TEXT,
+    UNIQUE (tag_id, package_id)
+);
+CREATE TABLE page_specs (
+    page_id INTEGER NOT NULL REFERENCES pages(id),
+    spec_id INTEGER NOT NULL REFERENCES specs(id),
+    position INTEGER NOT NULL,
+    listing_id INTEGER NOT NULL REFERENCES listings(id),
+    compiler_exact INTEGER NOT NULL,
+    extra TEXT,
+    PRIMARY KEY (page_id, spec_id)
+) WITHOUT ROWID;
+CREATE TABLE problems (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    field TEXT NOT NULL,
+    message TEXT NOT NULL,
+    severity TEXT NOT NULL CHECK (severity IN ('warning', 'error')),
+    tag TEXT,
+    package TEXT
+);
+CREATE TABLE microarchitectures (
+    name TEXT PRIMARY KEY,
+    vendor TEXT NOT NULL,
+    family TEXT NOT NULL,
+    generation INTEGER NOT NULL
+);
+CREATE TABLE runs_on (
+    host TEXT NOT NULL REFERENCES microarchitectures(name),
+    target TEXT NOT NULL REFERENCES microarchitectures(name),
+    PRIMARY KEY (host, target)
+) WITHOUT ROWID;
+CREATE TABLE build_info (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"""
+
+INDEXES = """
+CREATE INDEX specs_by_configuration ON specs(configuration_id);
+CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
+CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
+CREATE INDEX pages_by_package ON pages(package_id);
+CREATE INDEX configurations_by_target ON configurations(target_id);
+CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
+CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
+CREATE INDEX problems_by_path ON problems(path);
+"""
+
+FULL_TEXT = """
+CREATE VIRTUAL TABLE listings_fts USING fts5(
+    package, version, compiler, os, platform, target, variants, stacks,
+    content="listings", content_rowid="id"
+);
+CREATE VIRTUAL TABLE packages_fts USING fts5(
+    name, content="packages", content_rowid="id", tokenize="trigram"
+);
+"""
+
+VIEWS = """
+CREATE VIEW binaries AS
+SELECT
+    tags.name AS tag,
+    packages.name AS package,
+    versions.version AS version,
+    versions.version_rank AS version_rank,
+    specs.hash AS hash,
+    compilers.label AS compiler,
+    oss.name AS os,
+    platforms.name AS platform,
+    targets.name AS target,
+    variant_sets.variants AS variants,
+    stack_sets.stacks AS stacks,
+    configurations.spec AS spec,
+    'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)
+        || 'spack buildcache keys --install --trust' || char(10)
+        || 'spack install --use-buildcache only /' || specs.hash AS install,
+    specs.size AS size,
+    tags.sort_order AS tag_order,
+    page_specs.listing_id AS listing_id
+FROM page_specs
+JOIN pages ON pages.id = page_specs.page_id
+JOIN tags ON tags.id = pages.tag_id
+JOIN packages ON packages.id = pages.package_id
+JOIN specs ON specs.id = page_specs.spec_id
+JOIN configurations ON configurations.id = specs.configuration_id
+JOIN versions ON versions.id = configurations.version_id
+JOIN compilers ON compilers.id = configurations.compiler_id
+JOIN oss ON oss.id = configurations.os_id
+JOIN platforms ON platforms.id = configurations.platform_id
+JOIN targets ON targets.id = configurations.target_id
+JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+JOIN listings ON listings.id = page_specs.listing_id
+JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
+
+CREATE VIEW binary_stacks AS
+SELECT
+    tags.name AS tag,
+    packages.name AS package,
+    specs.hash AS hash,
+    stacks.name AS stack,
+    tags.mirror_url || '/' || stacks.name AS mirror_url
+FROM page_specs
+JOIN pages ON pages.id = page_specs.page_id
+JOIN tags ON tags.id = pages.tag_id
+JOIN packages ON packages.id = pages.package_id
+JOIN specs ON specs.id = page_specs.spec_id
+JOIN listings ON listings.id = page_specs.listing_id
+JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
+JOIN stacks ON stacks.id = stack_set_members.stack_id;
+"""
+
+
+def create_schema(conn):
+    """Create every table, index, full-text index and view of an empty database."""
+    conn.executescript(TABLES + INDEXES + FULL_TEXT + VIEWS)
+
+
+def drop_indexes(conn):
+    """Bulk loads run faster without secondary indexes; recreate_indexes puts them back."""
+    for name in _index_names():
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
+def recreate_indexes(conn):
+    for statement in INDEXES.strip().split(";"):
+        if statement.strip():
+            conn.execute(statement.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+
+
+def _index_names():
+    return [line.split()[2] for line in INDEXES.strip().splitlines()]
