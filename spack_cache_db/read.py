@@ -170,8 +170,6 @@ def _front_matter(path, text, explicit):
         end = text.find("\n---", end + 4)
     if end == -1:
         raise PageError(path, "front matter", "expected a closing '---' line")
-    if text[end + 4 :].strip():
-        raise PageError(path, "front matter", "expected nothing after the closing '---' line")
     body = text[4 : end + 1]
     fields = _generator_form(body)
     sorted_keys, meta_text = fields is not None, None
@@ -183,6 +181,8 @@ def _front_matter(path, text, explicit):
         fields["spec_details"] = _json(path, "spec_details", fields["spec_details"])
         sorted_keys = _written_sorted(fields["meta"], fields["spec_details"])
     _check_layout(path, fields, explicit)
+    if text[end + 4 :].strip():
+        raise PageError(path, "front matter", "expected nothing after the closing '---' line")
     return fields, sorted_keys, meta_text
 
 

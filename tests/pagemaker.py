@@ -1,0 +1,60 @@
+"""Pages for tests, written the way cache.spack.io's generator writes them."""
+
+import base64
+import hashlib
+import json
+
+
+def spack_hash(seed):
+    """A valid 32-character base32 hash, deterministic in seed."""
+    return base64.b32encode(hashlib.sha256(str(seed).encode()).digest()).decode().lower()[:32]
+
+
+def spec(seed, **fields):
+    entry = {
+        "compiler": "gcc@13.2.0",
+        "hash": spack_hash(seed),
+        "os": "ubuntu24.04",
+        "platform": "linux",
+        "size": "-",
+        "stacks": ["e4s", "root"],
+        "target": "x86_64_v3",
+        "variants": ["build_system=cmake", "+mpi"],
+        "versions": ["1.0"],
+    }
+    entry.update(fields)
+    return entry
+
+
+def meta_for(specs):
+    by_stack = {}
+    for entry in specs:
+        for stack in entry["stacks"]:
+            by_stack[stack] = by_stack.get(stack, 0) + 1
+    return {
+        "compilers": sorted({s["compiler"] for s in specs}),
+        "num_specs": len(specs),
+        "num_specs_by_stack": dict(sorted(by_stack.items())),
+        "oss": sorted({s["os"] for s in specs}),
+        "platforms": sorted({s["platform"] for s in specs}),
+        "stacks": sorted(by_stack),
+        "targets": sorted({s["target"] for s in specs}),
+        "versions": sorted({s["versions"][0] for s in specs}),
+    }
+
+
+def page_text(package, tag, specs, meta=None):
+    specs = sorted((dict(sorted(s.items())) for s in specs), key=lambda s: s["hash"])
+    meta = meta_for(specs) if meta is None else meta
+    return (
+        f'---\ntitle: "{package}"\nlayout: cache\ncategories: [package, {tag}]\n'
+        f"meta: {json.dumps(meta)}\nspec_details: {json.dumps(specs)}\n---"
+    )
+
+
+def write_page(root, package, tag, specs, meta=None):
+    """Write root/_cache/<tag>/<package>/specs.md and return its path."""
+    path = root / "_cache" / tag / package / "specs.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page_text(package, tag, specs, meta))
+    return path

@@ -1,0 +1,225 @@
+import json
+import sqlite3
+
+import pytest
+
+from pagemaker import meta_for, spec, spack_hash, write_page
+from spack_cache_db.build import BuildError, build
+from spack_cache_db.read import PageError
+from spack_cache_db.schema import SCHEMA_VERSION
+
+
+def rows(db, sql, params=()):
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def hdf5_site(tmp_path):
+    site = tmp_path / "site"
+    write_page(
+        site,
+        "hdf5",
+        "develop",
+        [
+            spec(1, versions=["1.14.6"], variants=["api=default", "build_system=cmake", "~cxx", "+mpi"]),
+            spec(2, versions=["1.8.23"], compiler="gcc@11.4.0", stacks=["root", "tutorial"], target="neoverse_v2",
+                 os="ubuntu22.04", variants=["build_system=cmake", "~mpi", "patches:=db4173c,de0de41"]),
+            spec(3, versions=["1.12.3"], compiler="none", variants=[]),
+        ],
+    )
+    write_page(site, "hdf5", "v0.23.1", [spec(1, versions=["1.14.6"], variants=["api=default", "build_system=cmake", "~cxx", "+mpi"],
+                                               stacks=["root"], compiler="gcc@=13.2.0")])
+    return site
+
+
+def test_binaries_view_gives_whole_rows(hdf5_site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    found = rows(db, "SELECT * FROM binaries ORDER BY tag_order, version_rank DESC")
+    install = (
+        "spack mirror add develop https://binaries.spack.io/develop\n"
+        "spack buildcache keys --install --trust\n"
+        f"spack install --use-buildcache only /{spack_hash(1)}"
+    )
+    assert found[0] == {
+        "tag": "develop",
+        "package": "hdf5",
+        "version": "1.14.6",
+        "version_rank": 3,
+        "hash": spack_hash(1),
+        "compiler": "gcc@13.2.0",
+        "os": "ubuntu24.04",
+        "platform": "linux",
+        "target": "x86_64_v3",
+        "variants": '["api=default", "build_system=cmake", "~cxx", "+mpi"]',
+        "stacks": '["e4s", "root"]',
+        "spec": "hdf5@1.14.6~cxx+mpi api=default build_system=cmake arch=linux-ubuntu24.04-x86_64_v3 %gcc@13.2.0",
+        "install": install,
+        "size": None,
+        "tag_order": 1,
+        "listing_id": found[0]["listing_id"],
+    }
+    assert [(r["tag"], r["version"], r["version_rank"], r["stacks"]) for r in found] == [
+        ("develop", "1.14.6", 3, '["e4s", "root"]'),
+        ("develop", "1.12.3", 2, '["e4s", "root"]'),
+        ("develop", "1.8.23", 1, '["root", "tutorial"]'),
+        ("v0.23.1", "1.14.6", 3, '["root"]'),
+    ]
+    assert found[2]["spec"] == (
+        "hdf5@1.8.23~mpi build_system=cmake patches:=db4173c,de0de41 arch=linux-ubuntu22.04-neoverse_v2 %gcc@11.4.0"
+    )
+    assert found[1]["spec"] == "hdf5@1.12.3 arch=linux-ubuntu24.04-x86_64_v3"
+
+
+def test_same_hash_in_two_tags_is_one_spec_with_membership_per_tag(hdf5_site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    assert rows(db, "SELECT count(*) AS n FROM specs WHERE hash = ?", (spack_hash(1),)) == [{"n": 1}]
+    assert rows(db, "SELECT tag, stack FROM binary_stacks WHERE hash = ? ORDER BY tag, stack", (spack_hash(1),)) == [
+        {"tag": "develop", "stack": "e4s"},
+        {"tag": "develop", "stack": "root"},
+        {"tag": "v0.23.1", "stack": "root"},
+    ]
+    assert rows(db, "SELECT label, name, version FROM compilers ORDER BY label") == [
+        {"label": "gcc@11.4.0", "name": "gcc", "version": "11.4.0"},
+        {"label": "gcc@13.2.0", "name": "gcc", "version": "13.2.0"},
+        {"label": "none", "name": "none", "version": None},
+    ]
+
+
+def test_variants_are_split_into_names_values_and_raw_text(hdf5_site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    assert rows(db, "SELECT raw, name, operator, value FROM variants WHERE name IN ('mpi', 'patches') ORDER BY raw") == [
+        {"raw": "+mpi", "name": "mpi", "operator": "+", "value": "true"},
+        {"raw": "patches:=db4173c,de0de41", "name": "patches", "operator": ":=", "value": "db4173c,de0de41"},
+        {"raw": "~mpi", "name": "mpi", "operator": "~", "value": "false"},
+    ]
+    assert rows(
+        db,
+        "SELECT variant_values.value FROM variant_values JOIN variants ON variants.id = variant_id"
+        " WHERE name = 'patches' ORDER BY position",
+    ) == [{"value": "db4173c"}, {"value": "de0de41"}]
+
+
+def test_foreign_keys_hold_as_data(hdf5_site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site), "tests/data/cache.spack.io"], db)
+    assert rows(db, "PRAGMA foreign_key_check") == []
+    declared = {
+        (fk["table"], fk["from"], fk["to"])
+        for table in ("page_specs", "specs", "configurations", "pages", "listings")
+        for fk in rows(db, f"PRAGMA foreign_key_list({table})")
+    }
+    assert ("specs", "spec_id", "id") in declared and ("configurations", "configuration_id", "id") in declared
+    orphans = rows(
+        db,
+        "SELECT count(*) AS n FROM page_specs WHERE spec_id NOT IN (SELECT id FROM specs)"
+        " OR page_id NOT IN (SELECT id FROM pages) OR listing_id NOT IN (SELECT id FROM listings)",
+    )
+    assert orphans == [{"n": 0}]
+
+
+def test_full_text_search_finds_binaries(tmp_path):
+    db = tmp_path / "cache.db"
+    build(["tests/data/cache.spack.io", "seeds"], db)
+    found = rows(
+        db,
+        "SELECT DISTINCT package, target FROM binaries WHERE listing_id IN"
+        " (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)",
+        ('hdf5 mpi "neoverse_v2"',),
+    )
+    assert found == [{"package": "hdf5", "target": "neoverse_v2"}]
+    assert rows(db, "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'mpi')"
+                " ORDER BY name") == [{"name": "mpich"}, {"name": "py-mpi4py"}]
+
+
+def test_tags_yaml_brings_tags_and_their_stacks(tmp_path):
+    db = tmp_path / "cache.db"
+    build(["tests/data/cache.spack.io"], db)
+    assert rows(db, "SELECT name, kind, snapshot_date, release_version FROM tags WHERE name IN"
+                " ('develop', 'v0.23.1', 'develop-2025-04-20') ORDER BY sort_order") == [
+        {"name": "develop", "kind": "develop", "snapshot_date": None, "release_version": None},
+        {"name": "v0.23.1", "kind": "release", "snapshot_date": None, "release_version": "0.23.1"},
+        {"name": "develop-2025-04-20", "kind": "snapshot", "snapshot_date": "2025-04-20", "release_version": None},
+    ]
+    stacks = rows(db, "SELECT stacks.name FROM tag_stacks JOIN tags ON tags.id = tag_id"
+                  " JOIN stacks ON stacks.id = stack_id WHERE tags.name = 'v0.18.0' ORDER BY stacks.name")
+    assert [s["name"] for s in stacks] == ["build_systems", "data-vis-sdk", "e4s", "radiuss", "root", "tutorial"]
+
+
+def test_pages_keep_path_digest_and_declared_meta(hdf5_site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    [page] = rows(db, "SELECT path, digest, num_specs, meta, sorted_keys FROM pages WHERE path LIKE '%develop%'")
+    assert page["path"] == str(hdf5_site / "_cache/develop/hdf5/specs.md")
+    assert len(page["digest"]) == 32 and page["num_specs"] == 3 and page["sorted_keys"] == 1
+    assert json.loads(page["meta"])["versions"] == ["1.12.3", "1.14.6", "1.8.23"]
+
+
+def test_meta_disagreement_is_a_problem_not_an_error(tmp_path):
+    specs = [spec(1), spec(2, stacks=["root"])]
+    meta = meta_for(specs) | {"num_specs": 3}
+    path = write_page(tmp_path, "bolt", "develop", specs, meta=meta)
+    summary = build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    expected = (str(path), "meta.num_specs", "meta says 3 but spec_details give 2")
+    assert summary.warnings == [expected]
+    assert rows(tmp_path / "cache.db", "SELECT path, field, message, severity FROM problems") == [
+        dict(zip(("path", "field", "message"), expected), severity="warning")
+    ]
+    with pytest.raises(BuildError, match="--strict"):
+        build([str(tmp_path / "_cache")], tmp_path / "strict.db", strict=True)
+    assert not (tmp_path / "strict.db").exists()
+
+
+def test_same_hash_with_conflicting_facts_is_an_error(tmp_path):
+    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
+    with pytest.raises(PageError) as raised:
+        build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    assert raised.value.path == str(second)
+    assert raised.value.field == "spec_details[0].hash"
+    assert "arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected and "zen3" in raised.value.expected
+
+
+def test_keep_going_records_rejected_pages_and_builds_the_rest(tmp_path):
+    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    bad = write_page(tmp_path, "cli11", "develop", [spec(2, hash="not-a-hash")])
+    summary = build([str(tmp_path / "_cache")], tmp_path / "cache.db", keep_going=True)
+    assert [str(e) for e in summary.rejected] == [
+        f"{bad}: spec_details[0].hash: expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found 'not-a-hash'"
+    ]
+    db = tmp_path / "cache.db"
+    assert rows(db, "SELECT package FROM binaries") == [{"package": "bolt"}]
+    assert rows(db, "SELECT path, field, severity FROM problems") == [
+        {"path": str(bad), "field": "spec_details[0].hash", "severity": "error"}
+    ]
+    assert rows(db, "SELECT name FROM packages") == [{"name": "bolt"}]
+
+
+def test_old_layout_pages_are_skipped_and_counted(tmp_path):
+    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    old = tmp_path / "_cache" / "old" / "specs.md"
+    old.parent.mkdir(parents=True)
+    old.write_text("---\ntitle: bolt\ncategory: package\nlayout: package\nspec_files: [a]\n---\n")
+    summary = build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    assert (summary.old_layout, summary.pages_read) == (1, 1)
+
+
+def test_finished_file_is_ready_to_hand_out(tmp_path):
+    db = tmp_path / "cache.db"
+    build(["seeds"], db)
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert conn.execute("SELECT count(*) FROM sqlite_stat1").fetchone()[0] > 0
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    info = dict(conn.execute("SELECT key, value FROM build_info"))
+    assert info["schema_version"] == str(SCHEMA_VERSION)
+    assert json.loads(info["counts"]) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
+    assert json.loads(info["inputs"]) == ["seeds"]
+    assert not list(tmp_path.glob(".cache.db.tmp-*"))

@@ -1,0 +1,106 @@
+import os
+import sqlite3
+
+from click.testing import CliRunner
+
+from pagemaker import spec, write_page
+from spack_cache_db.cli import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_no_arguments_builds_cache_db_from_the_bundled_seeds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("Built cache.db in ")
+    assert lines[1].split() == ["pages", "5", "(5", "read,", "0", "unchanged,", "0", "removed,", "0", "rejected)"]
+    assert lines[2].split()[:2] == ["specs", "407"]
+    assert [line.split()[:2] for line in lines[3:6]] == [["tags", "2"], ["packages", "5"], ["problems", "0"]]
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    assert conn.execute("SELECT count(*) FROM binaries").fetchone() == (407,)
+
+
+def test_build_paths_to_output_and_quiet(tmp_path):
+    result = run("build", "tests/data/cache.spack.io", "-o", str(tmp_path / "s.db"), "--quiet")
+    assert (result.exit_code, result.output) == (0, "")
+    assert sqlite3.connect(tmp_path / "s.db").execute("SELECT count(*) FROM pages").fetchone() == (24,)
+
+
+def test_second_build_is_up_to_date(tmp_path):
+    out = str(tmp_path / "s.db")
+    run("build", "seeds", "-o", out)
+    result = run("build", "seeds", "-o", out)
+    assert result.exit_code == 0
+    assert result.output.startswith(f"{out} is up to date (5 pages unchanged)")
+
+
+def test_invalid_input_exits_1_naming_file_field_and_expectation(tmp_path):
+    out = tmp_path / "cache.db"
+    run("build", "seeds", "-o", str(out))
+    before = out.read_bytes()
+    bad = write_page(tmp_path / "site", "bolt", "develop", [spec(1, versions=["1.0", "2.0"])])
+    result = run("build", "seeds", str(bad), "-o", str(out))
+    assert result.exit_code == 1
+    assert f"Error: {bad}: spec_details[0].versions: expected exactly one version, found 2" in result.output
+    assert f"{out} was left as it was." in result.output
+    assert out.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["cache.db", "site"]
+
+
+def test_keep_going_says_what_it_rejected(tmp_path):
+    bad = write_page(tmp_path / "site", "bolt", "develop", [spec(1, stacks="root")])
+    result = run("build", "seeds", str(bad), "-o", str(tmp_path / "c.db"), "--keep-going")
+    assert result.exit_code == 0
+    assert "1 rejected" in result.output
+    assert f"rejected: {bad}: spec_details[0].stacks: expected a list of non-empty strings" in result.output
+
+
+def test_strict_fails_on_warnings(tmp_path):
+    page = write_page(tmp_path / "site", "bolt", "develop", [spec(1)], meta={"num_specs": 1})
+    result = run("build", str(page), "-o", str(tmp_path / "c.db"), "--strict")
+    assert result.exit_code == 1
+    assert "--strict" in result.output and "meta.compilers: missing from meta" in result.output
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert run("build", str(tmp_path / "missing")).exit_code == 2
+    assert run("build", "--no-such-option").exit_code == 2
+    assert run("export").exit_code == 2
+
+
+def test_export_and_check(tmp_path):
+    db = str(tmp_path / "c.db")
+    run("build", "seeds", "-o", db)
+    result = run("export", db, str(tmp_path / "out"))
+    assert result.exit_code == 0
+    assert result.output == f"Wrote 5 page(s) under {tmp_path / 'out' / '_cache'}\n"
+    assert (tmp_path / "out/_cache/develop/py-mpi4py/specs.md").read_bytes() == open(
+        "seeds/003_95d4df9caf125ef9.txt", "rb").read()
+    result = run("check", db)
+    assert result.exit_code == 0
+    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 1"]
+
+
+def test_check_fails_on_a_broken_database(tmp_path):
+    db = tmp_path / "c.db"
+    run("build", "seeds", "-o", str(db))
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM specs WHERE id = 1")
+    conn.commit()
+    conn.close()
+    result = run("check", str(db))
+    assert result.exit_code == 1
+    assert "FAIL foreign_key_check" in result.output
+
+
+def test_check_fails_on_something_else(tmp_path):
+    other = tmp_path / "x.db"
+    other.write_bytes(b"not a database at all" * 100)
+    result = run("check", str(other))
+    assert result.exit_code == 1
+    assert result.output.startswith(f"FAIL {other}")

@@ -1,0 +1,135 @@
+import pytest
+
+from spack_cache_db.normalise import (
+    Compiler,
+    classify_tag,
+    parse_compiler,
+    parse_variant,
+    spec_string,
+    tag_sort_key,
+    version_key,
+)
+
+
+def spack_sorted(versions):
+    return sorted(versions, key=version_key)
+
+
+@pytest.mark.parametrize(
+    "lower, higher",
+    [
+        ("0.9", "0.10"),
+        ("1.8.23", "1.12.3"),
+        ("1.12.3", "1.14.6"),
+        ("1.2", "1.2.1"),
+        ("1.2rc1", "1.2"),
+        ("1.2alpha1", "1.2beta1"),
+        ("1.2beta1", "1.2rc1"),
+        ("1.2rc1", "1.2rc2"),
+        ("1.2", "1.10"),
+        ("2024.2.1", "2025.1.0"),
+        ("1.0", "1.0a"),
+        ("abc", "1"),
+        ("999", "stable"),
+        ("stable", "trunk"),
+        ("trunk", "head"),
+        ("head", "master"),
+        ("master", "main"),
+        ("main", "develop"),
+        ("1.1.1", "1.1.1a"),
+        ("3.0-rc1", "3.0"),
+    ],
+)
+def test_versions_sort_the_way_spack_sorts_them(lower, higher):
+    assert version_key(lower) < version_key(higher)
+    assert spack_sorted([higher, lower]) == [lower, higher]
+
+
+def test_string_order_would_be_wrong_for_hdf5():
+    assert spack_sorted(["1.12.3", "1.14.6", "1.8.23"]) == ["1.8.23", "1.12.3", "1.14.6"]
+
+
+def test_separators_do_not_matter():
+    assert version_key("1.2.3") == version_key("1-2-3") == version_key("1_2_3")
+
+
+@pytest.mark.parametrize(
+    "name, kind, date, release",
+    [
+        ("develop", "develop", None, None),
+        ("develop-2025-04-20", "snapshot", "2025-04-20", None),
+        ("v0.23.1", "release", None, "0.23.1"),
+        ("v1.0.0", "release", None, "1.0.0"),
+        ("2025.10", "other", None, None),
+        ("develop-2025", "other", None, None),
+    ],
+)
+def test_tags_are_classified(name, kind, date, release):
+    tag = classify_tag(name)
+    assert (tag.kind, tag.snapshot_date, tag.release_version) == (kind, date, release)
+    assert tag.mirror_url == f"https://binaries.spack.io/{name}"
+
+
+def test_tags_order_develop_then_releases_then_snapshots_newest_first():
+    names = ["develop-2024-03-17", "v0.22.0", "v1.0.0", "develop", "v0.23.1", "develop-2025-04-20", "2025.10"]
+    ordered = [t.name for t in sorted(map(classify_tag, names), key=tag_sort_key)]
+    assert ordered == ["develop", "v1.0.0", "v0.23.1", "v0.22.0", "develop-2025-04-20", "develop-2024-03-17", "2025.10"]
+
+
+@pytest.mark.parametrize(
+    "text, compiler, exact",
+    [
+        ("gcc@=11.4.0", Compiler("gcc", "11.4.0"), True),
+        ("gcc@11.4.0", Compiler("gcc", "11.4.0"), False),
+        ("intel-oneapi-compilers@2025.1.0", Compiler("intel-oneapi-compilers", "2025.1.0"), False),
+        ("none", Compiler("none", None), False),
+    ],
+)
+def test_compiler_spellings(text, compiler, exact):
+    assert parse_compiler(text) == (compiler, exact)
+
+
+def test_both_compiler_spellings_are_the_same_compiler():
+    assert parse_compiler("gcc@=11.4.0")[0] == parse_compiler("gcc@11.4.0")[0]
+    assert str(parse_compiler("gcc@=11.4.0")[0]) == "gcc@11.4.0"
+
+
+@pytest.mark.parametrize("text", ["gcc@@1", "gcc@", "", "gcc 13"])
+def test_compiler_nonsense_is_refused(text):
+    assert parse_compiler(text) is None
+
+
+@pytest.mark.parametrize(
+    "raw, name, operator, value, values",
+    [
+        ("+mpi", "mpi", "+", "true", None),
+        ("~shared", "shared", "~", "false", None),
+        ("build_type=Release", "build_type", "=", "Release", ["Release"]),
+        ("patches:=db4173c,de0de41", "patches", ":=", "db4173c,de0de41", ["db4173c", "de0de41"]),
+        ("cuda_arch=70,80", "cuda_arch", "=", "70,80", ["70", "80"]),
+        ("amdgpu_target:=gfx90a", "amdgpu_target", ":=", "gfx90a", ["gfx90a"]),
+    ],
+)
+def test_variants_are_split(raw, name, operator, value, values):
+    variant = parse_variant(raw)
+    assert (variant.name, variant.operator, variant.value) == (name, operator, value)
+    if values is not None:
+        assert variant.values == values
+
+
+@pytest.mark.parametrize("raw", ["mpi", "+", "=x", "+a b"])
+def test_variant_nonsense_is_refused(raw):
+    assert parse_variant(raw) is None
+
+
+def test_spec_string_follows_spack_syntax():
+    variants = [parse_variant(v) for v in ["api=default", "build_system=cmake", "~cxx", "+mpi", "patches:=a1,b2"]]
+    text = spec_string("hdf5", "1.14.6", variants, "linux", "ubuntu24.04", "x86_64_v3", Compiler("gcc", "13.2.0"))
+    assert text == (
+        "hdf5@1.14.6~cxx+mpi api=default build_system=cmake patches:=a1,b2 arch=linux-ubuntu24.04-x86_64_v3 %gcc@13.2.0"
+    )
+
+
+def test_spec_string_has_no_compiler_part_for_none():
+    text = spec_string("py-six", "1.16.0", [], "linux", "ubuntu22.04", "x86_64_v3", Compiler("none", None))
+    assert text == "py-six@1.16.0 arch=linux-ubuntu22.04-x86_64_v3"

@@ -1,0 +1,125 @@
+import pytest
+
+from pagemaker import page_text, spec, write_page
+from spack_cache_db.read import NotACachePage, OldLayoutPage, PageError, SourceFile, find_inputs, read_page
+
+SAMPLES = "tests/data/cache.spack.io"
+
+
+def read_text(tmp_path, text, explicit=True, name="page.md"):
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return read_page(SourceFile(str(path), explicit), path.read_bytes())
+
+
+def test_new_era_page_is_read_in_generator_form():
+    page = read_page(SourceFile(f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", True), open(
+        f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", "rb").read())
+    assert (page.title, page.tag, page.sorted_keys, page.extra) == ("hdf5", "develop-2025-04-20", True, {})
+    assert len(page.specs) == page.meta["num_specs"] == 46
+    assert page.meta_text.startswith('{"compilers": ["apple-clang@16.0.0"')
+
+
+def test_old_era_page_keeps_its_hash_first_order_and_tarball():
+    path = f"{SAMPLES}/_cache/develop-2024-03-17/bolt/specs.md"
+    page = read_page(SourceFile(path, True), open(path, "rb").read())
+    assert page.sorted_keys is False
+    assert list(page.specs[0])[:2] == ["hash", "compiler"]
+    assert page.specs[0]["tarball"].startswith("https://binaries.spack.io/develop-2024-03-17/build_cache/")
+    assert list(page.meta)[0] == "versions"
+
+
+def test_yaml_traps_keep_the_text_of_the_document(tmp_path):
+    text = page_text("py-x", "2025.10", [spec(1, versions=["1.10"])]).replace(
+        '"versions": ["1.10"]}]', '"versions": [1.10]}]'
+    )
+    page = read_text(tmp_path, text)
+    assert page.tag == "2025.10"
+    assert page.specs[0]["versions"] == ["1.10"]
+
+
+def test_block_style_yaml_is_read_as_text(tmp_path):
+    text = (
+        "---\ntitle: py-x\nlayout: cache\ncategories:\n  - package\n  - 2025.10\n"
+        "meta:\n  num_specs: 1\n  versions: [1.10]\n"
+        "spec_details:\n  - hash: " + spec(1)["hash"] + "\n    versions: [2025.10]\n---\n"
+    )
+    page = read_text(tmp_path, text)
+    assert (page.title, page.tag, page.sorted_keys) == ("py-x", "2025.10", False)
+    assert page.meta == {"num_specs": "1", "versions": ["1.10"]}
+    assert page.specs[0]["versions"] == ["2025.10"]
+
+
+def test_unknown_front_matter_fields_are_kept(tmp_path):
+    text = page_text("bolt", "develop", [spec(1)]).replace("layout: cache\n", "layout: cache\ngenerated_by: x\n")
+    assert read_text(tmp_path, text).extra == {"generated_by": "x"}
+
+
+def test_crlf_and_byte_order_mark_are_accepted(tmp_path):
+    text = page_text("bolt", "develop", [spec(1)])
+    page = read_text(tmp_path, b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode() + b"\r\n\r\n")
+    assert (page.title, len(page.specs), page.sorted_keys) == ("bolt", 1, True)
+
+
+@pytest.mark.parametrize(
+    "text, field, expected",
+    [
+        ("", "file", "empty file"),
+        ("---\ntitle: \"x\"\nlayout: cache\n", "front matter", "closing '---'"),
+        ("title: x\n", "front matter", "start with a '---'"),
+        ("---\ntitle: [x\n---", "front matter", "valid YAML"),
+        ("---\ntitle: \"x\"\nlayout: cache\ncategories: [package, develop]\nmeta: {\nspec_details: []\n---", "meta", "valid JSON"),
+        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {"a": }\nspec_details: []\n---', "meta", "valid JSON"),
+        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: {}\n---', "spec_details", "JSON list"),
+        ('---\ntitle: "x"\nlayout: post\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "layout", "expected 'cache'"),
+        ('---\ntitle: "x"\nlayout: cache\nmeta: {}\nspec_details: []\n---', "categories", "expected this field"),
+        ('---\ntitle: "x"\nlayout: cache\ncategories: [package]\nmeta: {}\nspec_details: []\n---', "categories", "[package, <tag>]"),
+        ('---\ntitle: "../x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "title", "package name"),
+        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, ../../etc]\nmeta: {}\nspec_details: []\n---', "categories", "tag name"),
+    ],
+)
+def test_bad_pages_name_file_field_and_expectation(tmp_path, text, field, expected):
+    with pytest.raises(PageError) as raised:
+        read_text(tmp_path, text)
+    assert raised.value.field == field
+    assert expected in raised.value.expected
+    assert str(raised.value).startswith(str(tmp_path / "page.md") + f": {field}: ")
+
+
+def test_invalid_utf8_is_named(tmp_path):
+    text = page_text("bolt", "develop", [spec(1, os="ubuntuXX")]).encode().replace(b"XX", b"\xff")
+    with pytest.raises(PageError, match="encoding: expected UTF-8 text"):
+        read_text(tmp_path, text)
+
+
+def test_old_per_package_layout_is_recognised(tmp_path):
+    with pytest.raises(OldLayoutPage):
+        read_text(tmp_path, "---\ntitle: bolt\ncategory: package\nlayout: package\nspec_files: [a, b]\n---\n")
+
+
+def test_other_documents_in_folders_are_not_pages(tmp_path):
+    with pytest.raises(NotACachePage):
+        read_text(tmp_path, "---\nlayout: default\ntitle: Home\n---\n# Home\n", explicit=False, name="index.md")
+    with pytest.raises(NotACachePage):
+        read_text(tmp_path, "just some notes\n", explicit=False, name="notes.txt")
+
+
+def test_page_in_the_wrong_folder_is_named(tmp_path):
+    path = write_page(tmp_path, "bolt", "develop-2025-04-20", [spec(1)])
+    target = tmp_path / "_cache" / "develop" / "bolt" / "specs.md"
+    target.parent.mkdir(parents=True)
+    path.rename(target)
+    [source] = find_inputs([str(tmp_path)]).files
+    with pytest.raises(PageError, match="categories: expected tag 'develop' as in the page's folder"):
+        read_page(source, target.read_bytes())
+
+
+def test_inputs_mix_files_folders_and_checkouts(tmp_path):
+    write_page(tmp_path / "site", "bolt", "develop", [spec(1)])
+    (tmp_path / "site" / "_data").mkdir()
+    (tmp_path / "site" / "_data" / "tags.yaml").write_text("- name: develop\n  stacks: [root]\n")
+    single = tmp_path / "one.txt"
+    single.write_text(page_text("cli11", "v0.23.1", [spec(2)]))
+    inputs = find_inputs([str(tmp_path / "site" / "_cache"), str(single)])
+    assert [f.path for f in inputs.files] == [str(single), str(tmp_path / "site/_cache/develop/bolt/specs.md")]
+    assert inputs.tags_yaml == [str(tmp_path / "site" / "_data" / "tags.yaml")]
