@@ -171,11 +171,14 @@ def _stat(path):
 
 
 def _load(conn, plan, summary, keep_going, progress):
+    conn.execute("BEGIN")
+    gone = plan.removed + [source.path for source in plan.to_read]
+    if gone:
+        load.delete_pages(conn, gone)
+        load.prune_orphans(conn, full_text=True)
     loader = load.Loader(conn)
     if progress:
         progress.start(len(plan.to_read))
-    conn.execute("BEGIN")
-    load.delete_pages(conn, plan.removed + [source.path for source in plan.to_read])
     for source, stat in plan.touched:
         conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
     for source in plan.to_read:
@@ -222,7 +225,7 @@ def _load_file(loader, source, summary, keep_going):
 
 
 def _finish(conn, loader, paths, plan, summary, *, full):
-    if not full or summary.rejected:
+    if summary.rejected:
         load.prune_orphans(conn, full_text=not full)
     load.rank_versions_and_tags(conn)
     microarchitectures.load(conn)

@@ -1,0 +1,133 @@
+"""Building onto an existing database reads only what changed and ends where a full build ends."""
+
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from pagemaker import spec, write_page
+from spack_cache_db.build import build
+
+CANONICAL = {
+    "binaries": "SELECT tag, package, version, version_rank, hash, compiler, os, platform, target, variants, stacks,"
+    " spec, install, size, tag_order FROM binaries ORDER BY tag, hash",
+    "binary_stacks": "SELECT * FROM binary_stacks ORDER BY tag, hash, stack",
+    "pages": "SELECT tags.name, packages.name, path, digest, num_specs, meta, sorted_keys, key_order, extra"
+    " FROM pages JOIN tags ON tags.id = tag_id JOIN packages ON packages.id = package_id ORDER BY path",
+    "sources": "SELECT * FROM sources ORDER BY path",
+    "problems": "SELECT path, field, message, severity, tag, package FROM problems ORDER BY path, field",
+    "tags": "SELECT name, kind, snapshot_date, release_version, sort_order, mirror_url FROM tags ORDER BY name",
+    "tag_stacks": "SELECT tags.name, stacks.name FROM tag_stacks JOIN tags ON tags.id = tag_id"
+    " JOIN stacks ON stacks.id = stack_id ORDER BY 1, 2",
+    "stacks": "SELECT name FROM stacks ORDER BY name",
+    "packages": "SELECT name FROM packages ORDER BY name",
+    "versions": "SELECT packages.name, version, version_rank FROM versions JOIN packages ON packages.id = package_id"
+    " ORDER BY 1, 2",
+    "compilers": "SELECT label, name, version FROM compilers ORDER BY label",
+    "oss": "SELECT name FROM oss ORDER BY name",
+    "targets": "SELECT name FROM targets ORDER BY name",
+    "variants": "SELECT raw, name, operator, value FROM variants ORDER BY raw",
+    "variant_values": "SELECT raw, position, variant_values.value FROM variant_values"
+    " JOIN variants ON variants.id = variant_id ORDER BY 1, 2",
+    "variant_sets": "SELECT variants FROM variant_sets ORDER BY variants",
+    "stack_sets": "SELECT stacks FROM stack_sets ORDER BY stacks",
+    "configurations": "SELECT spec FROM configurations ORDER BY spec",
+    "listings": "SELECT package, version, compiler, os, platform, target, variants, stacks FROM listings ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+    "search": "SELECT listings.package, listings.target, listings.stacks FROM listings_fts"
+    " JOIN listings ON listings.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt' ORDER BY 1, 2, 3",
+    "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
+}
+
+
+def canonical(db):
+    """Every fact in the database, by natural keys (integer ids differ between builds)."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("INSERT INTO listings_fts (listings_fts) VALUES ('integrity-check')")
+        conn.execute("INSERT INTO packages_fts (packages_fts) VALUES ('integrity-check')")
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        return {name: conn.execute(sql).fetchall() for name, sql in CANONICAL.items()}
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def site(tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree("tests/data/cache.spack.io", site)
+    return site
+
+
+def full_build(site, tmp_path):
+    db = tmp_path / "full.db"
+    db.unlink(missing_ok=True)
+    build([str(site)], db)
+    return canonical(db)
+
+
+def test_unchanged_inputs_write_nothing(site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    before = (db.read_bytes(), os.stat(db).st_mtime_ns)
+    summary = build([str(site)], db)
+    assert summary.up_to_date and summary.pages_read == 0 and summary.pages_unchanged == 24
+    assert (db.read_bytes(), os.stat(db).st_mtime_ns) == before
+
+
+def test_changed_added_and_removed_pages_end_like_a_full_build(site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    shutil.rmtree(site / "_cache" / "v0.21.2")
+    write_page(site, "bolt", "develop-2025-05-04", [spec(1, versions=["2.1"]), spec(2, versions=["2.0"])])
+    changed = site / "_cache" / "develop-2025-04-20" / "hdf5" / "specs.md"
+    changed.write_text(changed.read_text().replace('"+mpi"', '"~mpi"'))
+    summary = build([str(site)], db)
+    assert (summary.incremental, summary.pages_read, summary.pages_removed) == (True, 2, 2)
+    assert summary.pages_unchanged == 21
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_new_tag_is_added_like_a_full_build(site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    for number, package in enumerate(["bolt", "cli11", "hdf5"]):
+        write_page(site, package, "develop-2025-06-01", [spec(f"new-{package}", versions=[f"1.{number}"])])
+    summary = build([str(site)], db)
+    assert (summary.pages_read, summary.pages_unchanged) == (3, 24)
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_touched_but_unchanged_pages_are_not_parsed_again(site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    page = site / "_cache" / "develop" / "bolt" / "specs.md"
+    os.utime(page, ns=(1, 1))
+    summary = build([str(site)], db)
+    assert (summary.up_to_date, summary.pages_read) == (False, 0)
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_page_fixed_after_keep_going_is_read_again(site, tmp_path):
+    db = tmp_path / "cache.db"
+    page = site / "_cache" / "develop" / "bolt" / "specs.md"
+    good = page.read_text()
+    first_spec = good.index("spec_details")
+    page.write_text(good[:first_spec] + good[first_spec:].replace('"versions": ["2.0"]', '"versions": []', 1))
+    summary = build([str(site)], db, keep_going=True)
+    assert len(summary.rejected) == 1
+    page.write_text(good)
+    summary = build([str(site)], db)
+    assert (summary.rejected, summary.pages_read) == ([], 1)
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_schema_change_means_a_full_build(site, tmp_path):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE build_info SET value = '0' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    summary = build([str(site)], db)
+    assert (summary.incremental, summary.pages_read) == (False, 24)
