@@ -73,13 +73,16 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
-                    f"e.g. {_first_warning(summary)}; {output} was left as it was"
+                    f"e.g. {_first_warning(summary)}"
                 )
             _finish(conn, loader, paths, plan, summary, full=existing is None)
             summary.counts = counts(conn)
         finally:
             conn.close()
         _swap_in(temporary, output)
+    except (sqlite3.Error, OSError) as error:
+        temporary.unlink(missing_ok=True)
+        raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -1,5 +1,6 @@
 """The command line: build (the default), export and check."""
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ def build(paths, output, keep_going, strict, quiet):
     the previous OUTPUT exactly as it was.
     """
     paths = paths or _default_inputs()
+    signal.signal(signal.SIGTERM, _interrupt)
     show_progress = not quiet and sys.stderr.isatty()
     try:
         with _progress(show_progress) as progress:
@@ -55,6 +57,10 @@ def build(paths, output, keep_going, strict, quiet):
         sys.exit(130)
     if not quiet:
         click.echo(format_summary(summary))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 class _progress:

@@ -58,3 +58,17 @@ def write_page(root, package, tag, specs, meta=None):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page_text(package, tag, specs, meta))
     return path
+
+
+def write_corpus(root, tags, packages, specs_per_page):
+    """A synthetic checkout: every package in every tag, distinct hashes per tag."""
+    for tag in tags:
+        for package_number in range(packages):
+            package = f"pkg{package_number}"
+            specs = [
+                spec(f"{tag}/{package}/{n}", versions=[f"1.{n % 7}"], target=("x86_64_v3", "zen3", "aarch64")[n % 3],
+                     variants=["build_system=cmake", f"+opt{n % 5}", f"level={n % 4}"])
+                for n in range(specs_per_page)
+            ]
+            write_page(root, package, tag, specs)
+    return root

@@ -1,0 +1,202 @@
+"""Interrupted, killed and failing builds lose nothing; a database being served is swapped safely."""
+
+import os
+import resource
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pagemaker import write_corpus
+
+PROJECT = Path(__file__).parent.parent
+
+
+def builder(*args, **popen):
+    command = [sys.executable, str(PROJECT / "build_db.py"), "build", *map(str, args), "--quiet"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def sound(db):
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        return conn.execute("SELECT count(*) FROM page_specs").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def temporaries(db):
+    return sorted(p.name for p in db.parent.glob(f".{db.name}.tmp-*"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    write_corpus(root / "site", ["develop", "develop-2025-05-04", "v0.23.1"], 120, 40)
+    write_corpus(root / "newtag", ["develop-2025-05-11"], 120, 40)
+    return root
+
+
+def timed_build(*args):
+    started = time.monotonic()
+    process = builder(*args)
+    assert process.wait() == 0, process.stderr.read()
+    return time.monotonic() - started
+
+
+def kill_at_fractions(args, db, before, duration, sig=signal.SIGKILL):
+    outcomes = []
+    for fraction in (0.15, 0.35, 0.55, 0.75, 0.9):
+        process = builder(*args)
+        time.sleep(duration * fraction)
+        process.send_signal(sig)
+        process.wait()
+        finished = db.read_bytes() != before
+        outcomes.append(finished)
+        if finished:  # the build had already swapped its complete file in
+            sound(db)
+            db.write_bytes(before)
+        else:
+            assert sound(db) >= 0
+    return outcomes
+
+
+def test_kill_9_during_a_full_build_leaves_the_previous_database(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    assert builder("seeds", "-o", db).wait() == 0
+    before = db.read_bytes()
+    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
+    outcomes = kill_at_fractions([corpus / "site", "-o", db], db, before, duration)
+    assert outcomes.count(False) >= 3, outcomes
+    assert db.read_bytes() == before
+
+
+def test_kill_9_during_an_incremental_update_leaves_the_previous_database(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    assert builder(corpus / "site", "-o", db).wait() == 0
+    before = db.read_bytes()
+    timing = tmp_path / "timing.db"
+    timing.write_bytes(before)
+    duration = timed_build(corpus / "site", corpus / "newtag", "-o", timing)
+    outcomes = kill_at_fractions([corpus / "site", corpus / "newtag", "-o", db], db, before, duration)
+    assert outcomes.count(False) >= 3, outcomes
+
+
+def test_the_next_build_removes_what_a_killed_build_left(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
+    process = builder(corpus / "site", "-o", db)
+    time.sleep(duration * 0.6)
+    process.kill()
+    process.wait()
+    left = temporaries(db)
+    assert builder("seeds", "-o", db).wait() == 0
+    assert temporaries(db) == []
+    assert left, "the kill landed after the build had finished; nothing to clean"
+
+
+def test_ctrl_c_stops_cleanly_with_a_message(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    assert builder("seeds", "-o", db).wait() == 0
+    before = db.read_bytes()
+    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
+    process = builder(corpus / "site", "-o", db)
+    time.sleep(duration * 0.6)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate()
+    assert process.returncode == 130
+    assert stderr.strip() == f"Interrupted: {db} was left as it was."
+    assert db.read_bytes() == before
+    assert temporaries(db) == []
+
+
+def limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+
+def test_a_full_disk_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    assert builder("seeds", "-o", db).wait() == 0
+    before = db.read_bytes()
+    process = builder(corpus / "site", "-o", db, preexec_fn=limit_file_size)
+    _, stderr = process.communicate()
+    assert process.returncode == 1
+    assert stderr.startswith(f"Error: {db}: could not write the new database beside it (")
+    assert stderr.endswith(f"{db} was left as it was.\n")
+    assert db.read_bytes() == before
+    assert temporaries(db) == []
+
+
+def test_an_unwritable_folder_gives_a_clear_error(tmp_path):
+    for output in ("/proc/cache.db", tmp_path / "missing" / "cache.db"):
+        process = builder("seeds", "-o", output)
+        _, stderr = process.communicate()
+        assert process.returncode == 1
+        assert stderr.startswith(f"Error: {output}: could not write the new database beside it ("), stderr
+
+
+def test_refuses_to_replace_a_file_that_is_not_our_database(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious")
+    process = builder("seeds", "-o", notes)
+    _, stderr = process.communicate()
+    assert process.returncode == 1
+    assert "expected a SQLite database built by spack-cache-db" in stderr
+    assert notes.read_text() == "precious"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_rebuilding_while_datasette_serves_the_file(corpus, tmp_path):
+    db = tmp_path / "cache.db"
+    assert builder("seeds", "-o", db).wait() == 0
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datasette", "-i", str(db), "-p", str(port), "-h", "127.0.0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if get(f"{base}/-/versions.json") == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        urls = [f"{base}/cache/binaries.json?_size=5", f"{base}/cache.json?sql=select+count(*)+from+specs",
+                f"{base}/cache/binaries?_search=mpi"]
+        statuses = []
+        rebuilds = [builder(corpus / "site" if n % 2 == 0 else "seeds", "-o", db) for n in range(1)]
+        for n in range(4):
+            while rebuilds[-1].poll() is None and len(statuses) < 600:
+                statuses.append(get(urls[len(statuses) % len(urls)]))
+            assert rebuilds[-1].returncode == 0
+            rebuilds.append(builder(corpus / "site" if n % 2 else "seeds", "-o", db))
+        rebuilds[-1].wait()
+        statuses.extend(get(url) for url in urls)
+        assert len(statuses) > 20
+        assert set(statuses) == {200}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
