@@ -87,6 +87,10 @@ class Loader:
         for table, sql in EXISTING_KEYS.items():
             self.ids[table] = {_key_of(row): row[-1] for row in conn.execute(sql)}
             self.next_id[table] = max(self.ids[table].values(), default=0) + 1
+        for table in ("variant_sets", "stack_sets"):
+            self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
+        self.configuration_by_facts = {}  # (package id, version, compiler, os, platform, target, variants) -> id
+        self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         self.spec_ids = {h: (i, c, s) for h, i, c, s in conn.execute("SELECT hash, id, configuration_id, size FROM specs")}
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
@@ -182,7 +186,11 @@ class Loader:
         return specs
 
     def _spec_row(self, page, package_id, position, spec):
-        configuration_id = self._configuration_id(page.title, package_id, spec)
+        facts = (package_id, spec.version, spec.compiler, spec.os, spec.platform, spec.target, spec.raw_variants)
+        configuration_id = self.configuration_by_facts.get(facts)
+        if configuration_id is None:
+            configuration_id = self._configuration_id(page.title, package_id, spec)
+            self.configuration_by_facts[facts] = configuration_id
         known = self.spec_ids.get(spec.hash)
         new_spec = None
         if known is None:
@@ -199,8 +207,10 @@ class Loader:
                 f"lists it as {self._describe(known[1], known[2])} and this page as "
                 f"{self._describe(configuration_id, spec.size)}",
             )
-        stack_set_id = self._stack_set_id(spec.stacks)
-        listing_id = self._listing_id(page.title, spec, configuration_id, stack_set_id)
+        listing_id = self.listing_by_stacks.get((configuration_id, spec.stacks))
+        if listing_id is None:
+            listing_id = self._listing_id(page.title, spec, configuration_id, self._stack_set_id(spec.stacks))
+            self.listing_by_stacks[(configuration_id, spec.stacks)] = listing_id
         extra = json.dumps(spec.extra, sort_keys=True) if spec.extra else None
         return spec.hash, new_spec, listing_id, position, int(spec.compiler_exact), extra
 
@@ -258,24 +268,22 @@ class Loader:
         return self._id("variants", variant.raw, add)
 
     def _variant_set_id(self, variants):
-        key = json.dumps([v.raw for v in variants], ensure_ascii=False)
+        key = tuple(v.raw for v in variants)
 
         def add(new_id):
-            self._add("variant_sets", (new_id, key))
+            self._add("variant_sets", (new_id, json.dumps(key, ensure_ascii=False)))
             for position, variant in enumerate(variants):
                 self._add("variant_set_members", (new_id, position, self._variant_id(variant)))
 
         return self._id("variant_sets", key, add)
 
     def _stack_set_id(self, stacks):
-        key = json.dumps(list(stacks))
-
         def add(new_id):
-            self._add("stack_sets", (new_id, key))
+            self._add("stack_sets", (new_id, json.dumps(stacks)))
             for stack in stacks:
                 self._add("stack_set_members", (new_id, self.stack_id(stack)))
 
-        return self._id("stack_sets", key, add)
+        return self._id("stack_sets", stacks, add)
 
     def _listing_id(self, package, spec, configuration_id, stack_set_id):
         def add(new_id):
@@ -309,6 +317,9 @@ class Loader:
         for table, ids in self.ids.items():
             for key in [k for k, v in ids.items() if v >= next_id[table]]:
                 del ids[key]
+        for memo, table in ((self.configuration_by_facts, "configurations"), (self.listing_by_stacks, "listings")):
+            for key in [k for k, v in memo.items() if v >= next_id[table]]:
+                del memo[key]
         for spec_hash in [h for h, v in self.spec_ids.items() if v[0] >= next_id["specs"]]:
             del self.spec_ids[spec_hash]
             self.spec_paths.pop(spec_hash, None)

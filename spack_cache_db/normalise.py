@@ -3,6 +3,7 @@
 import json
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MIRROR_ROOT = "https://binaries.spack.io"
 
@@ -133,8 +134,11 @@ def parse_variant(raw):
     return Variant(raw, name, operator, value)
 
 
+_WHITESPACE = re.compile(r"\s")
+
+
 def _quoted_if_needed(value):
-    return f'"{value}"' if re.search(r"\s", value) else value
+    return f'"{value}"' if _WHITESPACE.search(value) else value
 
 
 def spec_string(package, version, variants, platform, os, target, compiler):
@@ -172,8 +176,7 @@ class SpecError(Exception):
         self.expected = expected
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):
     """One entry of spec_details, checked and in Spack's terms."""
 
     hash: str
@@ -184,38 +187,39 @@ class Spec:
     platform: str
     target: str
     variants: tuple  # of Variant, in document order
+    raw_variants: tuple  # the same, as written
     stacks: tuple  # sorted
     size: int | None
     extra: dict  # fields the format does not document (e.g. tarball), kept
 
-    @property
-    def configuration(self):
-        """What was built; a hash names exactly one configuration."""
-        variants = tuple(v.raw for v in self.variants)
-        return (self.version, self.compiler, self.os, self.platform, self.target, variants)
-
 
 def _text(entry, key, where):
     value = entry[key]
-    if not isinstance(value, str) or not value:
+    if type(value) is not str or not value:
         raise SpecError(f"{where}.{key}", "expected non-empty text")
     return value
 
 
 def _text_list(entry, key, where):
     values = entry[key]
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+    if type(values) is not list:
         raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+    for value in values:
+        if type(value) is not str or not value:
+            raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
     return values
+
+
+_SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
 
 
 def parse_spec(entry, where, variant_cache, compiler_cache):
     """Check one spec_details entry; the caches remember parsed variants and compilers by their text."""
-    if not isinstance(entry, dict):
+    if type(entry) is not dict:
         raise SpecError(where, "expected a JSON object")
-    for key in SPEC_FIELDS:
-        if key not in entry:
-            raise SpecError(f"{where}.{key}", "expected this field")
+    if not _SPEC_FIELD_SET <= entry.keys():
+        missing = next(key for key in SPEC_FIELDS if key not in entry)
+        raise SpecError(f"{where}.{missing}", "expected this field")
     spec_hash = _text(entry, "hash", where)
     if not _HASH.match(spec_hash):
         raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
@@ -223,28 +227,36 @@ def parse_spec(entry, where, variant_cache, compiler_cache):
     if len(versions) != 1:
         raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
     compiler_text = _text(entry, "compiler", where)
-    compiler = compiler_cache.get(compiler_text) or compiler_cache.setdefault(compiler_text, parse_compiler(compiler_text))
+    compiler = compiler_cache.get(compiler_text)
     if compiler is None:
-        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+        compiler = compiler_cache[compiler_text] = parse_compiler(compiler_text)
+        if compiler is None:
+            del compiler_cache[compiler_text]
+            raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+    raw_variants = _text_list(entry, "variants", where)
     variants = []
-    for number, raw in enumerate(_text_list(entry, "variants", where)):
-        variant = variant_cache.get(raw) or variant_cache.setdefault(raw, parse_variant(raw))
+    for number, raw in enumerate(raw_variants):
+        variant = variant_cache.get(raw)
         if variant is None:
-            raise SpecError(f"{where}.variants[{number}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
+            variant = parse_variant(raw)
+            if variant is None:
+                raise SpecError(f"{where}.variants[{number}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
+            variant_cache[raw] = variant
         variants.append(variant)
     stacks = _text_list(entry, "stacks", where)
     return Spec(
-        hash=spec_hash,
-        version=versions[0],
-        compiler=compiler[0],
-        compiler_exact=compiler[1],
-        os=_text(entry, "os", where),
-        platform=_text(entry, "platform", where),
-        target=_text(entry, "target", where),
-        variants=tuple(variants),
-        stacks=tuple(sorted(set(stacks))),
-        size=_size(entry["size"], where),
-        extra={k: v for k, v in entry.items() if k not in SPEC_FIELDS},
+        spec_hash,
+        versions[0],
+        compiler[0],
+        compiler[1],
+        _text(entry, "os", where),
+        _text(entry, "platform", where),
+        _text(entry, "target", where),
+        tuple(variants),
+        tuple(raw_variants),
+        tuple(sorted(set(stacks))),
+        _size(entry["size"], where),
+        {k: v for k, v in entry.items() if k not in _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
     )
 
 

@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
 import yaml
 
 
@@ -207,24 +206,11 @@ def _generator_form(body):
 
 
 def _json(path, field, text):
+    """Numbers written with a fraction keep their text: 1.10 must not become 1.1."""
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
+        return json.loads(text, parse_float=str)
+    except json.JSONDecodeError as error:
         raise PageError(path, field, f"expected valid JSON ({error})") from error
-    if "." in text and _has_float(value):
-        # Numbers written with a fraction keep their text: 1.10 must not become 1.1.
-        value = json.loads(text, parse_float=str)
-    return value
-
-
-def _has_float(value):
-    if isinstance(value, float):
-        return True
-    if isinstance(value, dict):
-        return any(_has_float(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_float(v) for v in value)
-    return False
 
 
 def _written_sorted(meta, specs):
