@@ -4,6 +4,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .normalise import Compiler, standard_tarball_url
+
 PAGES = """
 SELECT pages.id, tags.name, packages.name, pages.meta, pages.sorted_keys, pages.key_order, pages.extra
 FROM pages JOIN tags ON tags.id = pages.tag_id JOIN packages ON packages.id = pages.package_id
@@ -12,7 +14,8 @@ ORDER BY tags.name, packages.name
 
 SPECS = """
 SELECT specs.hash, compilers.name, compilers.version, page_specs.compiler_exact, oss.name, platforms.name,
-    specs.size, stack_sets.stacks, targets.name, variant_sets.variants, versions.version, page_specs.extra
+    specs.size, stack_sets.stacks, targets.name, variant_sets.variants, versions.version, page_specs.extra,
+    page_specs.standard_tarball
 FROM page_specs
 JOIN specs ON specs.id = page_specs.spec_id
 JOIN configurations ON configurations.id = specs.configuration_id
@@ -35,7 +38,7 @@ def export(database, outdir):
     written = 0
     try:
         for page_id, tag, package, meta, sorted_keys, key_order, extra in conn.execute(PAGES).fetchall():
-            specs = [_spec_entry(row) for row in conn.execute(SPECS, (page_id,))]
+            specs = [_spec_entry(tag, package, row) for row in conn.execute(SPECS, (page_id,))]
             order = None if sorted_keys else json.loads(key_order)
             text = page_text(package, tag, meta, [_ordered(entry, order) for entry in specs], extra)
             target = Path(outdir) / "_cache" / tag / package / "specs.md"
@@ -47,8 +50,8 @@ def export(database, outdir):
     return written
 
 
-def _spec_entry(row):
-    spec_hash, name, version, exact, os, platform, size, stacks, target, variants, spec_version, extra = row
+def _spec_entry(tag, package, row):
+    spec_hash, name, version, exact, os, platform, size, stacks, target, variants, spec_version, extra, tarball = row
     compiler = name if version is None else f"{name}@{'=' if exact else ''}{version}"
     entry = {
         "compiler": compiler,
@@ -63,6 +66,10 @@ def _spec_entry(row):
     }
     if extra:
         entry.update(json.loads(extra))
+    if tarball:
+        entry["tarball"] = standard_tarball_url(
+            tag, package, spec_version, platform, os, target, Compiler(name, version), spec_hash
+        )
     return entry
 
 

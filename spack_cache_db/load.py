@@ -47,8 +47,8 @@ INSERTS = {
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ),
     "page_specs": (
-        "INSERT INTO page_specs (page_id, spec_id, position, listing_id, compiler_exact, extra)"
-        " VALUES (?, ?, ?, ?, ?, ?)"
+        "INSERT INTO page_specs (page_id, spec_id, listing_id, position, compiler_exact, standard_tarball, extra)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
     ),
 }
 
@@ -91,7 +91,12 @@ class Loader:
             self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
         self.configuration_by_facts = {}  # (package id, version, compiler, os, platform, target, variants) -> id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
-        self.spec_ids = {h: (i, c, s) for h, i, c, s in conn.execute("SELECT hash, id, configuration_id, size FROM specs")}
+        # hash -> spec id | configuration id << 32: one int per binary keeps a history of millions in memory
+        self.spec_ids, self.spec_sizes = {}, {}
+        for spec_hash, spec_id, configuration_id, size in conn.execute("SELECT hash, id, configuration_id, size FROM specs"):
+            self.spec_ids[spec_hash] = spec_id | configuration_id << 32
+            if size is not None:
+                self.spec_sizes[spec_hash] = size
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {
@@ -102,7 +107,6 @@ class Loader:
             )
         }
         self.first_ids = dict(self.next_id)
-        self.spec_paths = {}  # hash -> the page that first listed it in this build
         self.variant_cache = {}
         self.compiler_cache = {}
 
@@ -162,10 +166,10 @@ class Loader:
                 json.dumps(page.extra, sort_keys=True) if page.extra else None,
             ),
         )
-        for spec_hash, new_spec, listing_id, position, exact, extra in rows:
+        for spec_hash, new_spec, listing_id, details in rows:
             if new_spec is not None:
                 self._add("specs", new_spec)
-            self._add("page_specs", (page_id, self.spec_ids[spec_hash][0], position, listing_id, exact, extra))
+            self._add("page_specs", (page_id, self.spec_ids[spec_hash] & 0xFFFFFFFF, listing_id, *details))
         return specs
 
     def _parse_specs(self, page):
@@ -196,31 +200,40 @@ class Loader:
         if known is None:
             spec_id = self.next_id["specs"]
             self.next_id["specs"] += 1
-            self.spec_ids[spec.hash] = (spec_id, configuration_id, spec.size)
-            self.spec_paths[spec.hash] = page.path
+            self.spec_ids[spec.hash] = spec_id | configuration_id << 32
+            if spec.size is not None:
+                self.spec_sizes[spec.hash] = spec.size
             new_spec = (spec_id, spec.hash, configuration_id, spec.size)
-        elif known[1] != configuration_id or known[2] != spec.size:
+        elif known >> 32 != configuration_id or self.spec_sizes.get(spec.hash) != spec.size:
             raise PageError(
                 page.path,
                 f"spec_details[{position}].hash",
-                f"expected the same facts wherever hash {spec.hash} appears, but {self._first_path(spec.hash)} "
-                f"lists it as {self._describe(known[1], known[2])} and this page as "
+                f"expected the same facts wherever hash {spec.hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
+                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(spec.hash))} and this page as "
                 f"{self._describe(configuration_id, spec.size)}",
             )
         listing_id = self.listing_by_stacks.get((configuration_id, spec.stacks))
         if listing_id is None:
             listing_id = self._listing_id(page.title, spec, configuration_id, self._stack_set_id(spec.stacks))
             self.listing_by_stacks[(configuration_id, spec.stacks)] = listing_id
-        extra = json.dumps(spec.extra, sort_keys=True) if spec.extra else None
-        return spec.hash, new_spec, listing_id, position, int(spec.compiler_exact), extra
+        extra, standard_tarball = spec.extra, 0
+        if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
+            page.tag, page.title, spec.version, spec.platform, spec.os, spec.target, spec.compiler, spec.hash
+        ):
+            extra = {k: v for k, v in extra.items() if k != "tarball"}
+            standard_tarball = 1
+        extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
+        return spec.hash, new_spec, listing_id, (position, int(spec.compiler_exact), standard_tarball, extra)
 
-    def _first_path(self, spec_hash):
-        if spec_hash in self.spec_paths:
-            return self.spec_paths[spec_hash]
+    def _first_path(self, spec_id):
+        """The page that listed a spec first: still queued, or already written."""
+        page_id = next((row[0] for row in self.pending["page_specs"] if row[1] == spec_id), None)
+        if page_id is not None:
+            return next(row[3] for row in self.pending["pages"] if row[0] == page_id)
         row = self.conn.execute(
-            "SELECT pages.path FROM specs JOIN page_specs ON page_specs.spec_id = specs.id"
-            " JOIN pages ON pages.id = page_specs.page_id WHERE specs.hash = ? LIMIT 1",
-            (spec_hash,),
+            "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
+            " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
+            (spec_id,),
         ).fetchone()
         return row[0] if row else "an earlier page"
 
@@ -320,9 +333,9 @@ class Loader:
         for memo, table in ((self.configuration_by_facts, "configurations"), (self.listing_by_stacks, "listings")):
             for key in [k for k, v in memo.items() if v >= next_id[table]]:
                 del memo[key]
-        for spec_hash in [h for h, v in self.spec_ids.items() if v[0] >= next_id["specs"]]:
+        for spec_hash in [h for h, v in self.spec_ids.items() if v & 0xFFFFFFFF >= next_id["specs"]]:
             del self.spec_ids[spec_hash]
-            self.spec_paths.pop(spec_hash, None)
+            self.spec_sizes.pop(spec_hash, None)
         self.next_id = next_id
 
     def flush(self):
@@ -434,5 +447,5 @@ def open_for_build(path):
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
     conn.execute("PRAGMA synchronous = OFF")
-    conn.execute("PRAGMA cache_size = -200000")
+    conn.execute("PRAGMA cache_size = -100000")
     return conn

@@ -141,6 +141,16 @@ def _quoted_if_needed(value):
     return f'"{value}"' if _WHITESPACE.search(value) else value
 
 
+def standard_tarball_url(tag, package, version, platform, os, target, compiler, spec_hash):
+    """Where the older pages' 'tarball' field points, when it follows the build cache's usual layout."""
+    arch = f"{platform}-{os}-{target}"
+    built_with = f"{compiler.name}-{compiler.version}"
+    return (
+        f"{MIRROR_ROOT}/{tag}/build_cache/{arch}/{built_with}/{package}-{version}/"
+        f"{arch}-{built_with}-{package}-{version}-{spec_hash}.spack"
+    )
+
+
 def spec_string(package, version, variants, platform, os, target, compiler):
     """Spack's spec syntax: name@version, booleans glued in name order, key=value pairs, arch, compiler last."""
     booleans = sorted((v for v in variants if v.is_boolean), key=lambda v: v.name)

@@ -139,6 +139,7 @@ CREATE TABLE page_specs (
     position INTEGER NOT NULL,
     listing_id INTEGER NOT NULL REFERENCES listings(id),
     compiler_exact INTEGER NOT NULL,
+    standard_tarball INTEGER NOT NULL,
     extra TEXT,
     PRIMARY KEY (page_id, spec_id)
 ) WITHOUT ROWID;
