@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__, load, microarchitectures, normalise
 from .read import NotACachePage, OldLayoutPage, PageError, file_digest, find_inputs, read_bytes, read_page, read_tags_yaml
-from .schema import SCHEMA_VERSION, create_schema, drop_indexes, recreate_indexes
+from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, drop_indexes, recreate_indexes
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
 
@@ -72,13 +72,13 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             if existing is None:
                 create_schema(conn)
                 drop_indexes(conn)
-            loader = _load(conn, plan, summary, keep_going, progress)
+            first_ids = _load(conn, plan, summary, keep_going, progress)
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
                     f"e.g. {_first_warning(summary)}"
                 )
-            _finish(conn, loader, paths, plan, summary)
+            _finish(conn, first_ids, paths, plan, summary)
             summary.counts = counts(conn)
             finished = temporary
             if existing is None or plan.removed or plan.to_read:
@@ -138,7 +138,7 @@ def _existing_sources(output):
         conn = sqlite3.connect(f"file:{output}?mode=ro", uri=True)
         try:
             info = dict(conn.execute("SELECT key, value FROM build_info"))
-            if info.get("schema_version") != str(SCHEMA_VERSION):
+            if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
                 return None
             sources = {path: (size, mtime, digest, outcome) for path, size, mtime, digest, outcome in conn.execute(
                 "SELECT path, size, mtime_ns, digest, outcome FROM sources"
@@ -199,7 +199,7 @@ def _load(conn, plan, summary, keep_going, progress):
             progress.advance(1, specs)
     loader.flush()
     load.load_tags_yaml(loader, conn, plan.tags)
-    return loader
+    return loader.first_ids  # the loader's memory is released before the file is finished
 
 
 def _load_file(loader, source, summary, keep_going):
@@ -233,7 +233,7 @@ def _load_file(loader, source, summary, keep_going):
     return specs
 
 
-def _finish(conn, loader, paths, plan, summary):
+def _finish(conn, first_ids, paths, plan, summary):
     full = not summary.incremental
     if summary.rejected:
         load.prune_orphans(conn, full_text=not full)
@@ -244,7 +244,7 @@ def _finish(conn, loader, paths, plan, summary):
         for fts in load.FTS_COLUMNS:
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     else:
-        load.index_new_rows(conn, loader.first_ids)
+        load.index_new_rows(conn, first_ids)
     _write_build_info(conn, paths, plan)
     problems = load.foreign_key_problems(conn)
     if problems:
@@ -258,6 +258,7 @@ def _write_build_info(conn, paths, plan):
     table_counts = counts(conn)
     info = {
         "schema_version": str(SCHEMA_VERSION),
+        "schema_digest": SCHEMA_DIGEST,
         "spack_cache_db_version": __version__,
         "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "inputs": json.dumps([str(p) for p in paths]),

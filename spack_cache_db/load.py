@@ -447,5 +447,5 @@ def open_for_build(path):
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
     conn.execute("PRAGMA synchronous = OFF")
-    conn.execute("PRAGMA cache_size = -100000")
+    conn.execute("PRAGMA cache_size = -64000")
     return conn

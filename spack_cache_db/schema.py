@@ -1,5 +1,7 @@
 """The shape of cache.db, in one place: tables, indexes, full-text search and views."""
 
+import hashlib
+
 SCHEMA_VERSION = 1
 
 TABLES = """
@@ -242,6 +244,10 @@ JOIN listings ON listings.id = page_specs.listing_id
 JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
 JOIN stacks ON stacks.id = stack_set_members.stack_id;
 """
+
+
+# Incremental builds only build onto a database of exactly this shape.
+SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(), digest_size=8).hexdigest()
 
 
 def create_schema(conn):
