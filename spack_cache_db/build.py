@@ -214,7 +214,7 @@ def _load_file(loader, source, summary, keep_going):
         summary.pages_read += 1
         for field_name, message in normalise.meta_disagreements(page.meta, parsed):
             summary.warnings.append((page.path, field_name, message))
-            loader._add("problems", (page.path, field_name, message, "warning", page.tag, page.title))
+            loader.queue("problems", (page.path, field_name, message, "warning", page.tag, page.title))
     except NotACachePage:
         outcome = "not a page"
     except OldLayoutPage:
@@ -226,10 +226,10 @@ def _load_file(loader, source, summary, keep_going):
         loader.rollback(checkpoint)
         outcome = "rejected"
         summary.rejected.append(error)
-        loader._add("problems", (error.path, error.field, error.expected, "error", None, None))
+        loader.queue("problems", (error.path, error.field, error.expected, "error", None, None))
     if data is not None:
         stat = _stat(source.path)
-        loader._add("sources", (source.path, stat.st_size, stat.st_mtime_ns, file_digest(data), outcome))
+        loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, file_digest(data), outcome))
     return specs
 
 

@@ -120,18 +120,18 @@ class Loader:
             row(found)
         return found
 
-    def _add(self, table, row):
+    def queue(self, table, row):
         self.pending[table].append(row)
 
     def tag_id(self, name):
         def add(new_id):
             tag = normalise.classify_tag(name)
-            self._add("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, tag.mirror_url))
+            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, tag.mirror_url))
 
         return self._id("tags", name, add)
 
     def _named_id(self, table, name):
-        return self._id(table, name, lambda new_id: self._add(table, (new_id, name)))
+        return self._id(table, name, lambda new_id: self.queue(table, (new_id, name)))
 
     def stack_id(self, name):
         return self._named_id("stacks", name)
@@ -151,7 +151,7 @@ class Loader:
         self.next_id["pages"] += 1
         self.pages_by_name[(page.tag, page.title)] = page.path
         key_order = None if page.sorted_keys else json.dumps(_first_key_order(page.specs))
-        self._add(
+        self.queue(
             "pages",
             (
                 page_id,
@@ -168,8 +168,8 @@ class Loader:
         )
         for spec_hash, new_spec, listing_id, details in rows:
             if new_spec is not None:
-                self._add("specs", new_spec)
-            self._add("page_specs", (page_id, self.spec_ids[spec_hash] & 0xFFFFFFFF, listing_id, *details))
+                self.queue("specs", new_spec)
+            self.queue("page_specs", (page_id, self.spec_ids[spec_hash] & 0xFFFFFFFF, listing_id, *details))
         return specs
 
     def _parse_specs(self, page):
@@ -246,13 +246,13 @@ class Loader:
 
     def _configuration_id(self, package, package_id, spec):
         version_id = self._id(
-            "versions", (package_id, spec.version), lambda new_id: self._add("versions", (new_id, package_id, spec.version))
+            "versions", (package_id, spec.version), lambda new_id: self.queue("versions", (new_id, package_id, spec.version))
         )
         compiler = spec.compiler
         compiler_id = self._id(
             "compilers",
             str(compiler),
-            lambda new_id: self._add("compilers", (new_id, str(compiler), compiler.name, compiler.version)),
+            lambda new_id: self.queue("compilers", (new_id, str(compiler), compiler.name, compiler.version)),
         )
         key = (
             version_id,
@@ -267,16 +267,16 @@ class Loader:
             text = normalise.spec_string(
                 package, spec.version, spec.variants, spec.platform, spec.os, spec.target, spec.compiler
             )
-            self._add("configurations", (new_id, *key, text))
+            self.queue("configurations", (new_id, *key, text))
 
         return self._id("configurations", key, add)
 
     def _variant_id(self, variant):
         def add(new_id):
-            self._add("variants", (new_id, variant.raw, variant.name, variant.operator, variant.value))
+            self.queue("variants", (new_id, variant.raw, variant.name, variant.operator, variant.value))
             if not variant.is_boolean:
                 for position, value in enumerate(variant.values):
-                    self._add("variant_values", (new_id, position, value))
+                    self.queue("variant_values", (new_id, position, value))
 
         return self._id("variants", variant.raw, add)
 
@@ -284,23 +284,23 @@ class Loader:
         key = tuple(v.raw for v in variants)
 
         def add(new_id):
-            self._add("variant_sets", (new_id, json.dumps(key, ensure_ascii=False)))
+            self.queue("variant_sets", (new_id, json.dumps(key, ensure_ascii=False)))
             for position, variant in enumerate(variants):
-                self._add("variant_set_members", (new_id, position, self._variant_id(variant)))
+                self.queue("variant_set_members", (new_id, position, self._variant_id(variant)))
 
         return self._id("variant_sets", key, add)
 
     def _stack_set_id(self, stacks):
         def add(new_id):
-            self._add("stack_sets", (new_id, json.dumps(stacks)))
+            self.queue("stack_sets", (new_id, json.dumps(stacks)))
             for stack in stacks:
-                self._add("stack_set_members", (new_id, self.stack_id(stack)))
+                self.queue("stack_set_members", (new_id, self.stack_id(stack)))
 
         return self._id("stack_sets", stacks, add)
 
     def _listing_id(self, package, spec, configuration_id, stack_set_id):
         def add(new_id):
-            self._add(
+            self.queue(
                 "listings",
                 (
                     new_id,
