@@ -9,6 +9,7 @@ import click
 from click_default_group import DefaultGroup
 
 from . import check as check_module
+from . import describe as describe_module
 from . import export as export_module
 from .build import BuildError, build as build_database
 from .read import PageError
@@ -144,3 +145,21 @@ def check(database):
     for line in report.lines:
         click.echo(line)
     sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), show_default="metadata.yml beside metadata.base.yml", help="File to write.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when OUTPUT is not what metadata.base.yml and queries/ make.")
+def metadata(output, check):
+    """Write Datasette's metadata.yml from metadata.base.yml and the canned queries in queries/*.sql."""
+    output = output or describe_module.OUTPUT
+    try:
+        if check:
+            up_to_date = describe_module.is_up_to_date(output)
+            click.echo(f"{output} is {'up to date' if up_to_date else 'out of date: run python build_db.py metadata'}")
+            sys.exit(0 if up_to_date else 1)
+        describe_module.write(output)
+    except describe_module.MetadataError as error:
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(1)
+    click.echo(f"Wrote {output} ({len(describe_module.read_queries())} canned queries)")

@@ -1,0 +1,41 @@
+-- title: Configurations built more than once
+-- description: >-
+--   Configurations (package, version, compiler, os, target, variants) that a tag lists several
+--   times under different hashes: rebuilds, common in develop. Tag defaults to develop (or the
+--   newest tag); an empty package means all. At most 500 rows.
+-- params: [tag, package]
+WITH args AS (
+    SELECT
+        lower(trim(coalesce(:package, ''))) AS package,
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
+            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
+            ORDER BY sort_order LIMIT 1
+        )) AS tag
+),
+chosen AS (SELECT tags.id, tags.name FROM tags, args WHERE tags.name = args.tag),
+repeated AS (
+    SELECT pages.package_id, specs.configuration_id, count(*) AS builds,
+        json_group_array(specs.hash) AS hashes
+    FROM chosen
+    CROSS JOIN args
+    CROSS JOIN pages ON pages.tag_id = chosen.id
+    JOIN packages ON packages.id = pages.package_id
+    JOIN page_specs ON page_specs.page_id = pages.id
+    JOIN specs ON specs.id = page_specs.spec_id
+    WHERE args.package = '' OR packages.name = args.package
+    GROUP BY pages.package_id, specs.configuration_id
+    HAVING count(*) > 1
+)
+SELECT
+    packages.name AS package,
+    versions.version,
+    repeated.builds,
+    configurations.spec,
+    repeated.hashes,
+    (SELECT name FROM chosen) AS tag
+FROM repeated
+JOIN packages ON packages.id = repeated.package_id
+JOIN configurations ON configurations.id = repeated.configuration_id
+JOIN versions ON versions.id = configurations.version_id
+ORDER BY repeated.builds DESC, packages.name, versions.version_rank DESC, configurations.spec
+LIMIT 500
