@@ -1,0 +1,150 @@
+"""metadata.yml: generated from metadata.base.yml and queries/, up to date, and describing everything users see."""
+
+import re
+import sqlite3
+import tomllib
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from spack_cache_db import describe
+from spack_cache_db.cli import cli
+
+METADATA = describe.build_metadata()
+DATABASE = METADATA["databases"]["cache"]
+QUERIES = DATABASE["queries"]
+DASHBOARDS = METADATA["plugins"]["datasette-dashboards"]
+
+
+def visible_tables_and_views(db_path):
+    """Tables and views Datasette lists: everything but full-text indexes and SQLite's own tables."""
+    with sqlite3.connect(db_path) as conn:
+        names = [
+            name
+            for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('table', 'view')")
+            if not name.startswith("sqlite_") and "_fts" not in name
+        ]
+        return {name: [row[1] for row in conn.execute(f"PRAGMA table_info({name})")] for name in names}
+
+
+def test_committed_metadata_is_what_describe_generates():
+    assert describe.OUTPUT.read_text(encoding="utf-8") == describe.generate(), (
+        "metadata.yml is out of date: run python build_db.py metadata"
+    )
+
+
+def test_generated_metadata_reads_back_as_the_same_metadata():
+    assert yaml.safe_load(describe.generate()) == METADATA
+
+
+def test_site_has_title_description_source_and_about():
+    for key in ("title", "description_html", "source", "source_url", "about", "about_url"):
+        assert METADATA[key], key
+    assert "cache.spack.io" in METADATA["source_url"]
+
+
+def test_every_table_view_and_column_is_described(cache_db):
+    described = DATABASE["tables"]
+    tables = visible_tables_and_views(cache_db)
+    assert sorted(described) == sorted(tables)
+    for table, columns in tables.items():
+        assert described[table].get("description"), table
+        assert sorted(described[table]["columns"]) == sorted(columns), table
+        assert all(text.strip() for text in described[table]["columns"].values()), table
+
+
+def test_facets_sorts_and_labels_name_real_columns(cache_db):
+    tables = visible_tables_and_views(cache_db)
+    for table, settings in DATABASE["tables"].items():
+        named = [settings.get(key) for key in ("sort", "sort_desc", "label_column", "fts_pk") if settings.get(key)]
+        for facet in settings.get("facets", []):
+            named.extend(facet.values() if isinstance(facet, dict) else [facet])
+        assert set(named) <= set(tables[table]), table
+
+
+def test_facets_cover_what_people_filter_binaries_by():
+    facets = DATABASE["tables"]["binaries"]["facets"]
+    assert {"tag", "os", "target", "compiler", "stacks"} <= {f["array"] if isinstance(f, dict) else f for f in facets}
+    assert DATABASE["tables"]["binaries"]["fts_table"] == "listings_fts"
+
+
+def test_every_query_has_title_description_and_its_parameters():
+    assert len(QUERIES) >= 9
+    for name, entry in QUERIES.items():
+        assert entry["title"].strip() and entry["description"].strip(), name
+        used = set(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", entry["sql"]))
+        assert sorted(entry["params"]) == sorted(used), name
+        assert not entry["sql"].lstrip().startswith("--"), name
+
+
+def test_search_query_escapes_what_people_type():
+    assert "escape_fts(" in QUERIES["search_specs"]["sql"]
+
+
+def test_dashboards_draw_canned_queries():
+    for dashboard in DASHBOARDS.values():
+        for chart in dashboard["charts"].values():
+            assert chart["db"] == "cache"
+            assert chart["query"] in {entry["sql"] for entry in QUERIES.values()}
+            assert chart["library"] == "vega-lite"
+    assert {"package-history", "tag-overview"} <= set(DASHBOARDS)
+
+
+def test_chart_plugin_is_pinned():
+    with open(describe.ROOT / "pyproject.toml", "rb") as f:
+        dependencies = tomllib.load(f)["project"]["dependencies"]
+    assert any(re.fullmatch(r"datasette-dashboards==[\d.]+", dependency) for dependency in dependencies)
+
+
+def write_query(folder, name, text):
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.sql"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "text, complaint",
+    [
+        ("SELECT 1", "expected a title"),
+        ("-- title: T\nSELECT 1", "expected a description"),
+        ("-- title: T\n-- description: D\nSELECT :package", "expected params to list each :parameter"),
+        ("-- title: T\n-- description: D\n-- params: [tag]\nSELECT :package", "expected params to list each :parameter"),
+        ("-- title: T\n-- description: D\n-- colour: red\nSELECT 1", "unknown header field"),
+        ("-- title: [unclosed\nSELECT 1", "expected a YAML header"),
+    ],
+)
+def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, complaint):
+    path = write_query(tmp_path, "broken", text)
+    with pytest.raises(describe.MetadataError, match=re.escape(complaint)):
+        describe.read_query(path)
+
+
+def test_query_file_header_and_sql_are_split(tmp_path):
+    path = write_query(tmp_path, "answer", "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\nSELECT 42, :x\n")
+    query = describe.read_query(path)
+    assert (query.name, query.title, query.description, query.params, query.sql) == (
+        "answer", "The answer", "Always 42.", ["x"], "SELECT 42, :x"
+    )
+
+
+def test_base_must_list_every_query(tmp_path):
+    base = tmp_path / "base.yml"
+    base.write_text("databases:\n  cache:\n    queries:\n      answer: {}\n")
+    write_query(tmp_path / "queries", "answer", "-- title: A\n-- description: D\nSELECT 42")
+    write_query(tmp_path / "queries", "other", "-- title: O\n-- description: D\nSELECT 43")
+    with pytest.raises(describe.MetadataError, match=r"missing \['other'\]"):
+        describe.build_metadata(base, tmp_path / "queries")
+
+
+def test_metadata_command_writes_and_checks(tmp_path):
+    output = tmp_path / "metadata.yml"
+    runner = CliRunner()
+    stale = runner.invoke(cli, ["metadata", "--check", "-o", str(output)])
+    assert stale.exit_code == 1
+    written = runner.invoke(cli, ["metadata", "-o", str(output)])
+    assert written.exit_code == 0, written.output
+    assert output.read_text() == describe.generate()
+    fresh = runner.invoke(cli, ["metadata", "--check", "-o", str(output)])
+    assert fresh.exit_code == 0 and "up to date" in fresh.output

@@ -1,0 +1,317 @@
+"""The canned queries, the download link and search, served by Datasette over the samples' cache.db."""
+
+import json
+import sqlite3
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from datasette.app import Datasette
+
+from spack_cache_db import describe
+from spack_cache_db.build import build
+
+pytestmark = pytest.mark.asyncio
+
+SAMPLE_TAGS = Path(__file__).parent / "data" / "cache.spack.io" / "_cache"
+BOLT_PAGE = SAMPLE_TAGS / "develop" / "bolt" / "specs.md"
+
+# Rows each query gives with every field left empty, on the samples (develop is the default tag).
+ROWS_WITH_NO_PARAMETERS = {
+    "find_binaries": 100,  # develop has 439 binaries; an empty package shows the first 100
+    "runs_on_host": 100,
+    "search_specs": 100,
+    "hash_lookup": 0,  # nothing to look up
+    "package_versions": 14,
+    "version_timeline": 14,
+    "specs_per_tag": 10,
+    "version_tag_specs": 35,
+    "tag_diff": 9,  # v0.23.1 -> develop
+    "stacks_in_tag": 34,
+    "stack_packages": 50,
+    "tag_matrix": 17,
+    "page_problems": 0,
+    "missing_from_root": 0,
+    "rebuilt_configurations": 32,
+}
+
+HOSTILE = [
+    "'",
+    '"',
+    "*",
+    "NEAR(",
+    'hdf5" OR "',
+    "a AND (b",
+    "%_%",
+    "'; DROP TABLE specs; --",
+    "\\",
+    "nul\x00byte",
+    "+mpi ~cuda cuda_arch=80 patches:=x ==",
+    "zen3\u00e9\u2603",
+    "x" * 5000,  # seven parameters of this stay under the 64 kB a URL may have
+    " " * 50 + "y " * 2000,
+]
+
+
+METADATA = describe.build_metadata()
+QUERIES = METADATA["databases"]["cache"]["queries"]
+
+
+def datasette_for(db_path):
+    return Datasette(immutables=[str(db_path)], metadata=METADATA)
+
+
+@pytest.fixture(scope="module")
+def ds(cache_db):
+    return datasette_for(cache_db)
+
+
+async def query(ds, name, **params):
+    """Rows of a canned query, as dicts; fails unless Datasette answered 200 with ok."""
+    url = f"/cache/{name}.json?" + urllib.parse.urlencode({**params, "_shape": "objects"})
+    response = await ds.client.get(url)
+    assert response.status_code == 200, (url[:200], response.text[:500])
+    data = response.json()
+    assert data["ok"], data
+    return data["rows"]
+
+
+@pytest.mark.parametrize("name", sorted(set(QUERIES) | set(ROWS_WITH_NO_PARAMETERS)))
+async def test_query_runs_with_no_parameters(ds, name):
+    assert name in QUERIES and name in ROWS_WITH_NO_PARAMETERS
+    rows = await query(ds, name)
+    assert len(rows) == ROWS_WITH_NO_PARAMETERS[name]
+
+
+@pytest.mark.parametrize("name", sorted(ROWS_WITH_NO_PARAMETERS))
+async def test_query_html_page_renders(ds, name):
+    response = await ds.client.get(f"/cache/{name}")
+    assert response.status_code == 200
+    title = QUERIES[name]["title"]
+    assert title in response.text
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: repr(v[:20]))
+@pytest.mark.parametrize("name", sorted(ROWS_WITH_NO_PARAMETERS))
+async def test_hostile_parameters_are_answered_not_failed(ds, name, value):
+    params = QUERIES[name]["params"]
+    await query(ds, name, **{param: value for param in params})
+
+
+async def test_no_parameter_defaults_to_develop(ds):
+    rows = await query(ds, "find_binaries")
+    assert {row["tag"] for row in rows} == {"develop"}
+    assert rows[0]["package"] == "bolt"
+
+
+async def test_without_develop_the_default_tag_is_the_newest(tmp_path):
+    db_path = tmp_path / "cache.db"
+    build([str(SAMPLE_TAGS / "develop-2025-04-20"), str(SAMPLE_TAGS / "v0.23.1")], db_path)
+    rows = await query(datasette_for(db_path), "find_binaries")
+    assert {row["tag"] for row in rows} == {"v0.23.1"}
+
+
+async def test_find_binaries_of_a_package_in_a_tag(ds):
+    rows = await query(ds, "find_binaries", package="hdf5", tag="develop-2025-04-20")
+    assert len(rows) == 46
+    assert [row["version"] for row in rows[:1]] + [rows[-1]["version"]] == ["1.14.6", "1.8.23"]
+    first = rows[0]
+    assert first["spec"].startswith("hdf5@1.14.6")
+    assert first["install"].splitlines() == [
+        "spack mirror add develop-2025-04-20 https://binaries.spack.io/develop-2025-04-20",
+        "spack buildcache keys --install --trust",
+        f"spack install --use-buildcache only /{first['hash']}",
+    ]
+    assert "root" in json.loads(first["stacks"])
+    assert "package_versions?package=hdf5" in first["links"]
+    assert all(row["links"] is None for row in rows[1:])
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({"version": "1.14"}, 37),  # a prefix: 1.14.6 only
+        ({"version": "@1.8.23"}, 7),
+        ({"variant": "+mpi", "compiler": "gcc@11"}, 18),
+        ({"variant": "+mpi +fortran", "compiler": "%gcc@11.4.0"}, None),
+        ({"os": "ubuntu22.04", "target": "neoverse_v2"}, 5),
+        ({"compiler": "gcc@=11.4.0", "target": "neoverse_v2"}, 5),
+        ({"variant": "patches=f42732a"}, 9),  # matches patches:=f42732a
+        ({"variant": "nosuchvariant=1"}, 0),
+    ],
+)
+async def test_find_binaries_filters(ds, params, expected):
+    rows = await query(ds, "find_binaries", package="hdf5", tag="develop-2025-04-20", **params)
+    if expected is not None:
+        assert len(rows) == expected
+    for row in rows:
+        spec = row["spec"]
+        assert spec.startswith("hdf5@" + params.get("version", "").lstrip("@"))
+        for variant in params.get("variant", "").split():
+            if variant.startswith("+"):
+                assert variant in spec
+        if "target" in params:
+            assert f"-{params['target']} " in spec
+
+
+async def test_find_binaries_matches_one_value_of_a_multi_valued_variant(ds):
+    rows = await query(ds, "find_binaries", package="mpich", tag="develop-2025-04-20", variant="patches=de0de41")
+    assert len(rows) == 2
+    assert all("db4173c,de0de41" in row["spec"] for row in rows)
+
+
+async def test_runs_on_host_follows_archspec(ds):
+    zen3 = await query(ds, "runs_on_host", host="zen3", package="hdf5", tag="develop-2025-04-20")
+    targets = {row["target"] for row in zen3}
+    assert "x86_64_v3" in targets
+    assert targets.isdisjoint({"neoverse_v2", "x86_64_v4", "zen4", "aarch64"})
+    graviton4 = await query(ds, "runs_on_host", host="neoverse_v2", package="hdf5", tag="develop-2025-04-20")
+    assert {row["target"] for row in graviton4} == {"neoverse_v2", "aarch64"}
+    assert graviton4[0]["target"] == "neoverse_v2"  # the closest fit first
+    assert await query(ds, "runs_on_host", host="no-such-cpu") == []
+
+
+async def test_package_versions_in_spack_order(ds):
+    rows = await query(ds, "package_versions", package="hdf5")
+    assert [row["version"] for row in rows] == ["1.14.6", "1.12.3", "1.8.23"]
+    (bolt,) = await query(ds, "package_versions", package="bolt")
+    assert bolt["tags"] == 10
+    assert json.loads(bolt["specs_per_tag"])["develop"] == 18
+    assert list(json.loads(bolt["specs_per_tag"]))[:2] == ["develop", "v0.23.1"]
+    assert (bolt["newest_tag"], bolt["oldest_tag"]) == ("develop", "develop-2024-03-17")
+
+
+async def test_version_timeline(ds):
+    (bolt,) = await query(ds, "version_timeline", package="bolt")
+    assert (bolt["first_snapshot"], bolt["last_snapshot"], bolt["snapshots"]) == ("develop-2024-03-17", "develop-2025-04-27", 5)
+    assert json.loads(bolt["releases"]) == ["v0.23.1", "v0.23.0", "v0.22.0", "v0.21.2"]
+    assert bolt["in_develop"] == 1
+
+
+async def test_specs_per_tag_and_version_tag_specs(ds):
+    assert await query(ds, "specs_per_tag", package="hdf5") == [
+        {"tag": "develop-2025-04-20", "kind": "snapshot", "snapshot_date": "2025-04-20", "packages": 1, "specs": 46, "tag_order": 15}
+    ]
+    cells = await query(ds, "version_tag_specs", package="hdf5")
+    assert [(cell["version"], cell["tag"], cell["specs"]) for cell in cells] == [
+        ("1.14.6", "develop-2025-04-20", 37),
+        ("1.12.3", "develop-2025-04-20", 2),
+        ("1.8.23", "develop-2025-04-20", 7),
+    ]
+
+
+async def test_tag_diff(ds):
+    rows = await query(ds, "tag_diff", from_tag="develop-2025-03-23", to_tag="develop-2025-04-20")
+    changes = {(row["package"], row["version"]): row["change"] for row in rows}
+    assert changes[("hdf5", "1.14.6")] == "package added"
+    assert changes[("mpich", "4.0.3")] == "configurations changed"
+    assert ("py-optree", "0.10.0") not in changes  # the same configurations in both
+    default = await query(ds, "tag_diff")
+    assert {(row["from_tag"], row["to_tag"]) for row in default} == {("v0.23.1", "develop")}
+    assert await query(ds, "tag_diff", from_tag="no-such-tag") == []
+    assert await query(ds, "tag_diff", from_tag="develop", to_tag="develop") == []
+
+
+async def test_stacks_of_a_tag(ds):
+    rows = await query(ds, "stacks_in_tag", tag="develop-2025-04-20")
+    by_stack = {row["stack"]: row for row in rows}
+    assert rows[0]["stack"] == "root"
+    assert (by_stack["root"]["specs"], by_stack["e4s"]["specs"], by_stack["e4s"]["packages"]) == (80, 19, 4)
+    assert by_stack["e4s"]["mirror_url"] == "https://binaries.spack.io/develop-2025-04-20/e4s"
+    packages = await query(ds, "stack_packages", stack="e4s", tag="develop-2025-04-20")
+    assert [row["package"] for row in packages] == ["bolt", "cli11", "hdf5", "mpich"]
+    assert json.loads(packages[2]["versions"]) == ["1.14.6", "1.12.3", "1.8.23"]
+
+
+async def test_tag_matrix_covers_the_whole_tag(ds):
+    rows = await query(ds, "tag_matrix", tag="develop-2025-04-20")
+    assert sum(row["specs"] for row in rows) == 80
+    assert {"os": "ubuntu22.04", "target": "neoverse_v2", "compiler": "gcc@11.4.0", "specs": 12, "packages": 2,
+            "tag": "develop-2025-04-20"} in rows
+    e4s = await query(ds, "tag_matrix", tag="develop-2025-04-20", stack="e4s")
+    assert [(row["os"], row["target"], row["specs"]) for row in e4s] == [("ubuntu22.04", "x86_64_v3", 19)]
+
+
+async def test_hash_lookup_by_prefix(ds, cache_db):
+    with sqlite3.connect(cache_db) as conn:
+        (shared,) = conn.execute(
+            "SELECT hash FROM specs JOIN page_specs ON page_specs.spec_id = specs.id"
+            " GROUP BY specs.id HAVING count(*) > 1 ORDER BY hash LIMIT 1"
+        ).fetchone()
+    (row,) = await query(ds, "hash_lookup", hash="/" + shared[:7].upper())
+    assert row["hash"] == shared
+    assert json.loads(row["tags"]) == ["v0.23.1", "v0.23.0"]
+    assert "root" in json.loads(row["stacks"])
+    assert row["install"].startswith("spack mirror add v0.23.1 ")
+    assert await query(ds, "hash_lookup", hash=shared[:3]) == []
+
+
+async def test_search_specs(ds):
+    rows = await query(ds, "search_specs", q="neoverse_v2 gcc")
+    assert len(rows) == 12
+    assert all("neoverse_v2" in row["spec"] and "%gcc" in row["spec"] for row in rows)
+    assert await query(ds, "search_specs", q="hdf5", tag="develop-2025-04-20") != []
+
+
+async def test_rebuilt_configurations(ds):
+    rows = await query(ds, "rebuilt_configurations", package="bolt")
+    assert [row["builds"] for row in rows] == [3, 3, 3, 3, 3, 2]
+    assert all(row["builds"] == len(set(json.loads(row["hashes"]))) for row in rows)
+
+
+async def test_health_queries_find_a_broken_page(tmp_path):
+    """A page whose meta disagrees with its specs, one of which is missing from root."""
+    text = BOLT_PAGE.read_text()
+    lines = text.split("\n")
+    specs_at = next(n for n, line in enumerate(lines) if line.startswith("spec_details: "))
+    specs = json.loads(lines[specs_at][len("spec_details: "):])
+    specs[0]["stacks"] = [stack for stack in specs[0]["stacks"] if stack != "root"]
+    lines[specs_at] = "spec_details: " + json.dumps(specs)
+    page = tmp_path / "_cache" / "develop" / "bolt" / "specs.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("\n".join(lines))
+    db_path = tmp_path / "cache.db"
+    build([str(tmp_path / "_cache")], db_path)
+    ds = datasette_for(db_path)
+    problems = await query(ds, "page_problems")
+    assert problems and {row["severity"] for row in problems} == {"warning"}
+    assert {row["tag"] for row in problems} == {"develop"}
+    (missing,) = await query(ds, "missing_from_root", tag="develop")
+    assert (missing["hash"], missing["stacks"]) == (specs[0]["hash"], '["e4s-cray-rhel"]')
+    assert await query(ds, "page_problems", severity="error") == []
+
+
+async def test_download_link_returns_the_database(ds, cache_db):
+    page = await ds.client.get("/cache")
+    assert 'href="/cache.db"' in page.text
+    response = await ds.client.get("/cache.db")
+    assert response.status_code == 200
+    assert response.content == cache_db.read_bytes()
+
+
+async def test_search_box_on_binaries_uses_full_text_index(ds):
+    page = await ds.client.get("/cache/binaries")
+    assert 'name="_search"' in page.text
+    response = await ds.client.get("/cache/binaries.json?_shape=objects&_search=neoverse_v2&tag=develop")
+    rows = response.json()["rows"]
+    assert len(rows) == 12
+    assert {row["target"] for row in rows} == {"neoverse_v2"}
+    hostile = await ds.client.get('/cache/binaries.json?_search=NEAR(%22')
+    assert hostile.status_code == 200
+
+
+async def test_package_name_search_matches_any_part(ds):
+    response = await ds.client.get("/cache/packages.json?_shape=objects&_search=mpi")
+    assert sorted(row["name"] for row in response.json()["rows"]) == ["mpich", "py-mpi4py"]
+
+
+@pytest.mark.parametrize("dashboard, params", [("package-history", {"package": "bolt"}), ("tag-overview", {})])
+async def test_dashboard_charts_get_their_data(ds, dashboard, params):
+    page = await ds.client.get(f"/-/dashboards/{dashboard}?" + urllib.parse.urlencode(params))
+    assert page.status_code == 200
+    charts = METADATA["plugins"]["datasette-dashboards"][dashboard]["charts"]
+    for chart in charts.values():
+        url = "/cache.json?" + urllib.parse.urlencode({"sql": chart["query"], "_shape": "objects", **params})
+        response = await ds.client.get(url)
+        assert response.status_code == 200, response.text[:300]
+        assert response.json()["rows"], chart["title"]
