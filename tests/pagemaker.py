@@ -72,3 +72,23 @@ def write_corpus(root, tags, packages, specs_per_page):
             ]
             write_page(root, package, tag, specs)
     return root
+
+
+def page_facts(path):
+    """What a page says, in a form where two writings of the same facts compare equal:
+    specs by hash with stacks sorted, and every scalar as text (block-style YAML has no numbers)."""
+    from pathlib import Path
+
+    from spack_cache_db.read import SourceFile, read_page
+
+    page = read_page(SourceFile(str(path), True), Path(path).read_bytes())
+    specs = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])
+    return page.title, page.tag, _as_text(page.meta), _as_text(specs), _as_text(page.extra)
+
+
+def _as_text(value):
+    if isinstance(value, dict):
+        return {key: _as_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    return str(value)

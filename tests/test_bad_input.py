@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from spack_cache_db.cli import cli
 from spack_cache_db.export import export
-from spack_cache_db.read import SourceFile, read_page
+from pagemaker import page_facts
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
@@ -93,22 +93,11 @@ def test_odd_page_exports_with_the_same_facts(case, tmp_path):
     assert run("build", page, "-o", tmp_path / "cache.db", "--quiet").exit_code == 0
     export(tmp_path / "cache.db", tmp_path / "out")
     again = tmp_path / "out" / "_cache" / case["tag"] / case["title"] / "specs.md"
-    assert facts(again) == facts(page)
+    assert page_facts(again) == page_facts(page)
 
 
-def facts(path):
-    page = read_page(SourceFile(str(path), True), Path(path).read_bytes())
-    specs = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])
-    return page.title, page.tag, _as_text(page.meta), _as_text(specs), page.extra
 
 
-def _as_text(value):
-    """Block-style YAML gives counts as text; JSON gives numbers: compare what they say."""
-    if isinstance(value, dict):
-        return {k: _as_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_text(v) for v in value]
-    return str(value)
 
 
 def test_odd_pages_build_together_with_the_samples(tmp_path):

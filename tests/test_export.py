@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from pagemaker import page_facts
 from spack_cache_db.build import build
 from spack_cache_db.export import export
 from spack_cache_db.read import SourceFile, find_inputs, read_page
@@ -10,10 +11,6 @@ INPUTS = ["seeds", "tests/data/cache.spack.io"]
 PAGE_FILES = [f.path for f in find_inputs(INPUTS).files]
 
 
-def facts(path):
-    page = read_page(SourceFile(str(path), True), Path(path).read_bytes())
-    specs = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])
-    return page.title, page.tag, page.meta, specs, page.extra
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +22,7 @@ def exported(tmp_path_factory):
 
 
 def exported_path(exported, path):
-    title, tag, *_ = facts(path)
+    title, tag, *_ = page_facts(path)
     return exported / "_cache" / tag / title / "specs.md"
 
 
@@ -35,7 +32,7 @@ def test_every_seed_and_sample_is_in_the_corpus():
 
 @pytest.mark.parametrize("path", PAGE_FILES)
 def test_export_gives_back_the_same_facts(exported, path):
-    assert facts(exported_path(exported, path)) == facts(path)
+    assert page_facts(exported_path(exported, path)) == page_facts(path)
 
 
 @pytest.mark.parametrize("path", PAGE_FILES)

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagemaker import meta_for
+from pagemaker import meta_for, page_facts
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.export import export
 from spack_cache_db.read import PageError, SourceFile, read_page
@@ -74,10 +74,6 @@ def pages(draw):
     )
 
 
-def facts(path):
-    page = read_page(SourceFile(str(path), True), Path(path).read_bytes())
-    entries = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])
-    return page.title, page.tag, page.meta, entries, page.extra
 
 
 def build_and_export(text):
@@ -89,7 +85,7 @@ def build_and_export(text):
         assert summary.counts["binaries"] == len(read_page(SourceFile(str(page), True), page.read_bytes()).specs)
         export(Path(tmp) / "cache.db", Path(tmp) / "out")
         [exported] = (Path(tmp) / "out").rglob("specs.md")
-        return facts(page), facts(exported)
+        return page_facts(page), page_facts(exported)
 
 
 SETTINGS = settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])

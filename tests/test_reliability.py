@@ -1,6 +1,5 @@
 """Interrupted, killed and failing builds lose nothing; a database being served is swapped safely."""
 
-import os
 import resource
 import signal
 import socket
