@@ -1,7 +1,6 @@
 """Load pages into cache.db: ids resolved in memory, rows written in batches, unchanged pages kept."""
 
 import json
-import os
 import sqlite3
 
 from . import normalise
