@@ -81,7 +81,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             _finish(conn, first_ids, paths, plan, summary)
             summary.counts = counts(conn)
             finished = temporary
-            if existing is None or plan.removed or plan.to_read:
+            if existing is None or _has_free_pages(conn):
                 conn.execute("VACUUM INTO ?", (str(compacted),))
                 finished = compacted
         finally:
@@ -252,6 +252,11 @@ def _finish(conn, first_ids, paths, plan, summary):
     conn.execute("COMMIT")
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
+
+
+def _has_free_pages(conn):
+    """Pages freed by deletions: only then is an incremental build worth compacting."""
+    return conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
 
 
 def _write_build_info(conn, paths, plan):

@@ -90,13 +90,11 @@ class Loader:
             self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
         self.configuration_by_facts = {}  # (package id, version, compiler, os, platform, target, variants) -> id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
-        # hash -> spec id | configuration id << 32: one int per binary keeps a history of millions in memory
+        # hash -> spec id | configuration id << 32 for the hashes of this build: one int per binary keeps a
+        # history of millions in memory. Hashes already in the database are looked up when seen.
         self.spec_ids, self.spec_sizes = {}, {}
-        for spec_hash, spec_id, configuration_id, size in conn.execute("SELECT hash, id, configuration_id, size FROM specs"):
-            self.spec_ids[spec_hash] = spec_id | configuration_id << 32
-            if size is not None:
-                self.spec_sizes[spec_hash] = size
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
+        self.database_has_specs = self.next_id["specs"] > 1
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {
             (tag, package): path
@@ -195,6 +193,8 @@ class Loader:
             configuration_id = self._configuration_id(page.title, package_id, spec)
             self.configuration_by_facts[facts] = configuration_id
         known = self.spec_ids.get(spec.hash)
+        if known is None and self.database_has_specs:
+            known = self._spec_in_database(spec.hash)
         new_spec = None
         if known is None:
             spec_id = self.next_id["specs"]
@@ -223,6 +223,16 @@ class Loader:
             standard_tarball = 1
         extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         return spec.hash, new_spec, listing_id, (position, int(spec.compiler_exact), standard_tarball, extra)
+
+    def _spec_in_database(self, spec_hash):
+        row = self.conn.execute("SELECT id, configuration_id, size FROM specs WHERE hash = ?", (spec_hash,)).fetchone()
+        if row is None:
+            return None
+        spec_id, configuration_id, size = row
+        self.spec_ids[spec_hash] = spec_id | configuration_id << 32
+        if size is not None:
+            self.spec_sizes[spec_hash] = size
+        return self.spec_ids[spec_hash]
 
     def _first_path(self, spec_id):
         """The page that listed a spec first: still queued, or already written."""

@@ -131,3 +131,18 @@ def test_a_schema_change_means_a_full_build(site, tmp_path):
     conn.close()
     summary = build([str(site)], db)
     assert (summary.incremental, summary.pages_read) == (False, 24)
+
+
+def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
+    from spack_cache_db.read import PageError
+
+    first = write_page(tmp_path, "bolt", "develop", [spec(1)])
+    db = tmp_path / "cache.db"
+    build([str(tmp_path / "_cache")], db)
+    before = db.read_bytes()
+    second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
+    with pytest.raises(PageError) as raised:
+        build([str(tmp_path / "_cache")], db)
+    assert (raised.value.path, raised.value.field) == (str(second), "spec_details[0].hash")
+    assert f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected
+    assert db.read_bytes() == before
