@@ -104,3 +104,40 @@ def test_check_fails_on_something_else(tmp_path):
     result = run("check", str(other))
     assert result.exit_code == 1
     assert result.output.startswith(f"FAIL {other}")
+
+
+def run_in_terminal(*args):
+    """Run the builder with stderr on a pseudo-terminal, as a person at a terminal would: (stdout, stderr)."""
+    import pty
+    import subprocess
+    import sys
+
+    main, secondary = pty.openpty()
+    process = subprocess.Popen([sys.executable, "build_db.py", *args], stdout=subprocess.PIPE, stderr=secondary)
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    stdout = process.communicate()[0]
+    os.close(main)
+    return stdout.decode(), seen.decode()
+
+
+def test_a_terminal_shows_a_progress_bar_with_rates(tmp_path):
+    stdout, terminal = run_in_terminal("build", "tests/data/cache.spack.io", "-o", str(tmp_path / "c.db"))
+    assert "Reading pages" in terminal and "24/24" in terminal
+    assert "pages/s" in terminal and "specs/s" in terminal
+    assert stdout.startswith(f"Built {tmp_path / 'c.db'} in ")
+
+
+def test_quiet_and_pipes_show_no_progress(tmp_path):
+    stdout, terminal = run_in_terminal("build", "seeds", "-o", str(tmp_path / "c.db"), "--quiet")
+    assert (stdout, terminal) == ("", "")
+    piped = run("build", "seeds", "-o", str(tmp_path / "d.db"))
+    assert "Reading pages" not in piped.output
