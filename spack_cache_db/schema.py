@@ -217,17 +217,19 @@ FROM page_specs
 JOIN pages ON pages.id = page_specs.page_id
 JOIN tags ON tags.id = pages.tag_id
 JOIN packages ON packages.id = pages.package_id
-JOIN specs ON specs.id = page_specs.spec_id
--- Through the listing (same configuration as the spec's): the planner can then start from a search.
-JOIN listings ON listings.id = page_specs.listing_id
-JOIN configurations ON configurations.id = listings.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
-JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
+-- Every key here is NOT NULL and checked, so LEFT JOIN gives the rows an inner join would. It lets SQLite
+-- skip the joins a count or a facet does not need, and keeps page_specs first in the plan; configurations
+-- come through the listing (the spec's own configuration) so a search can lead.
+LEFT JOIN specs ON specs.id = page_specs.spec_id
+LEFT JOIN listings ON listings.id = page_specs.listing_id
+LEFT JOIN configurations ON configurations.id = listings.configuration_id
+LEFT JOIN versions ON versions.id = configurations.version_id
+LEFT JOIN compilers ON compilers.id = configurations.compiler_id
+LEFT JOIN oss ON oss.id = configurations.os_id
+LEFT JOIN platforms ON platforms.id = configurations.platform_id
+LEFT JOIN targets ON targets.id = configurations.target_id
+LEFT JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+LEFT JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
 
 CREATE VIEW binary_stacks AS
 SELECT
