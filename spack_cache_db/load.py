@@ -88,7 +88,7 @@ class Loader:
             self.next_id[table] = max(self.ids[table].values(), default=0) + 1
         for table in ("variant_sets", "stack_sets"):
             self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
-        self.configuration_by_facts = {}  # (package id, version, compiler, os, platform, target, variants) -> id
+        self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         # hash -> spec id | configuration id << 32 for the hashes of this build: one int per binary keeps a
         # history of millions in memory. Hashes already in the database are looked up when seen.
@@ -104,8 +104,7 @@ class Loader:
             )
         }
         self.first_ids = dict(self.next_id)
-        self.variant_cache = {}
-        self.compiler_cache = {}
+        self.built_cache = {}
 
     def _id(self, table, key, row):
         """The id for key, adding a row made by row(id) the first time the key is seen."""
@@ -174,7 +173,7 @@ class Loader:
         for number, entry in enumerate(page.specs):
             where = f"spec_details[{number}]"
             try:
-                spec = normalise.parse_spec(entry, where, self.variant_cache, self.compiler_cache)
+                spec = normalise.parse_spec(entry, where, self.built_cache)
             except SpecError as error:
                 raise PageError(page.path, error.field, error.expected) from error
             first = seen.get(spec.hash)
@@ -187,11 +186,11 @@ class Loader:
         return specs
 
     def _spec_row(self, page, package_id, position, spec):
-        facts = (package_id, spec.version, spec.compiler, spec.os, spec.platform, spec.target, spec.raw_variants)
-        configuration_id = self.configuration_by_facts.get(facts)
+        built = spec.built
+        configuration_id = self.configuration_by_built.get((package_id, built.number))
         if configuration_id is None:
-            configuration_id = self._configuration_id(page.title, package_id, spec)
-            self.configuration_by_facts[facts] = configuration_id
+            configuration_id = self._configuration_id(page.title, package_id, built)
+            self.configuration_by_built[(package_id, built.number)] = configuration_id
         known = self.spec_ids.get(spec.hash)
         if known is None and self.database_has_specs:
             known = self._spec_in_database(spec.hash)
@@ -217,12 +216,12 @@ class Loader:
             self.listing_by_stacks[(configuration_id, spec.stacks)] = listing_id
         extra, standard_tarball = spec.extra, 0
         if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
-            page.tag, page.title, spec.version, spec.platform, spec.os, spec.target, spec.compiler, spec.hash
+            page.tag, page.title, built.version, built.platform, built.os, built.target, built.compiler, spec.hash
         ):
             extra = {k: v for k, v in extra.items() if k != "tarball"}
             standard_tarball = 1
         extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
-        return spec.hash, new_spec, listing_id, (position, int(spec.compiler_exact), standard_tarball, extra)
+        return spec.hash, new_spec, listing_id, (position, int(built.compiler_exact), standard_tarball, extra)
 
     def _spec_in_database(self, spec_hash):
         row = self.conn.execute("SELECT id, configuration_id, size FROM specs WHERE hash = ?", (spec_hash,)).fetchone()
@@ -253,11 +252,11 @@ class Loader:
         ) or self.conn.execute("SELECT spec FROM configurations WHERE id = ?", (configuration_id,)).fetchone()[0]
         return spec if size is None else f"{spec} (size {size})"
 
-    def _configuration_id(self, package, package_id, spec):
+    def _configuration_id(self, package, package_id, built):
         version_id = self._id(
-            "versions", (package_id, spec.version), lambda new_id: self.queue("versions", (new_id, package_id, spec.version))
+            "versions", (package_id, built.version), lambda new_id: self.queue("versions", (new_id, package_id, built.version))
         )
-        compiler = spec.compiler
+        compiler = built.compiler
         compiler_id = self._id(
             "compilers",
             str(compiler),
@@ -266,15 +265,15 @@ class Loader:
         key = (
             version_id,
             compiler_id,
-            self._named_id("oss", spec.os),
-            self._named_id("platforms", spec.platform),
-            self._named_id("targets", spec.target),
-            self._variant_set_id(spec.variants),
+            self._named_id("oss", built.os),
+            self._named_id("platforms", built.platform),
+            self._named_id("targets", built.target),
+            self._variant_set_id(built.variants),
         )
 
         def add(new_id):
             text = normalise.spec_string(
-                package, spec.version, spec.variants, spec.platform, spec.os, spec.target, spec.compiler
+                package, built.version, built.variants, built.platform, built.os, built.target, built.compiler
             )
             self.queue("configurations", (new_id, *key, text))
 
@@ -308,6 +307,8 @@ class Loader:
         return self._id("stack_sets", stacks, add)
 
     def _listing_id(self, package, spec, configuration_id, stack_set_id):
+        built = spec.built
+
         def add(new_id):
             self.queue(
                 "listings",
@@ -316,12 +317,12 @@ class Loader:
                     configuration_id,
                     stack_set_id,
                     package,
-                    spec.version,
-                    str(spec.compiler),
-                    spec.os,
-                    spec.platform,
-                    spec.target,
-                    " ".join(v.raw for v in spec.variants),
+                    built.version,
+                    str(built.compiler),
+                    built.os,
+                    built.platform,
+                    built.target,
+                    " ".join(v.raw for v in built.variants),
                     " ".join(spec.stacks),
                 ),
             )
@@ -339,7 +340,7 @@ class Loader:
         for table, ids in self.ids.items():
             for key in [k for k, v in ids.items() if v >= next_id[table]]:
                 del ids[key]
-        for memo, table in ((self.configuration_by_facts, "configurations"), (self.listing_by_stacks, "listings")):
+        for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
             for key in [k for k, v in memo.items() if v >= next_id[table]]:
                 del memo[key]
         for spec_hash in [h for h, v in self.spec_ids.items() if v & 0xFFFFFFFF >= next_id["specs"]]:

@@ -1,5 +1,6 @@
 """Spack's own rules for the values on a page: versions, tags, compilers, variants, spec strings."""
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ class Compiler:
 _COMPILER = re.compile(r"^([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?$")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_compiler(text):
     """'gcc@=11.4.0' and 'gcc@11.4.0' are the same compiler; returns it and whether '@=' was written.
 
@@ -123,6 +125,7 @@ class Variant:
 _VARIANT = re.compile(r"^(?:([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)(.*))$", re.DOTALL)
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_variant(raw):
     """Returns the Variant, or None where the text is not a Spack variant."""
     match = _VARIANT.match(raw)
@@ -186,10 +189,10 @@ class SpecError(Exception):
         self.expected = expected
 
 
-class Spec(NamedTuple):
-    """One entry of spec_details, checked and in Spack's terms."""
+class Built(NamedTuple):
+    """What a spec entry says was built; many binaries share one (the same configuration, rebuilt)."""
 
-    hash: str
+    number: int  # distinct per configuration seen in a build, a cheap key for it
     version: str
     compiler: Compiler
     compiler_exact: bool  # written 'name@=version'
@@ -198,6 +201,13 @@ class Spec(NamedTuple):
     target: str
     variants: tuple  # of Variant, in document order
     raw_variants: tuple  # the same, as written
+
+
+class Spec(NamedTuple):
+    """One entry of spec_details, checked and in Spack's terms."""
+
+    hash: str
+    built: Built
     stacks: tuple  # sorted
     size: int | None
     extra: dict  # fields the format does not document (e.g. tarball), kept
@@ -223,50 +233,60 @@ def _text_list(entry, key, where):
 _SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
 
 
-def parse_spec(entry, where, variant_cache, compiler_cache):
-    """Check one spec_details entry; the caches remember parsed variants and compilers by their text."""
+def parse_spec(entry, where, built_cache):
+    """Check one spec_details entry. built_cache remembers what was built by the fields' text, so the
+    fields binaries share are checked once per configuration rather than once per binary."""
     if type(entry) is not dict:
         raise SpecError(where, "expected a JSON object")
     if not _SPEC_FIELD_SET <= entry.keys():
         missing = next(key for key in SPEC_FIELDS if key not in entry)
         raise SpecError(f"{where}.{missing}", "expected this field")
+    variants, versions, key, built = entry["variants"], entry["versions"], None, None
+    if type(variants) is list and type(versions) is list:
+        try:
+            key = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
+            built = built_cache.get(key)
+        except TypeError:  # unhashable values, named by _check_built
+            key = None
+    if built is None:
+        built = _check_built(entry, where, len(built_cache))
+        if key is not None:
+            built_cache[key] = built
     spec_hash = _text(entry, "hash", where)
     if not _HASH.match(spec_hash):
         raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
+    return Spec(
+        spec_hash,
+        built,
+        tuple(sorted(set(_text_list(entry, "stacks", where)))),
+        _size(entry["size"], where),
+        {k: v for k, v in entry.items() if k not in _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
+    )
+
+
+def _check_built(entry, where, number):
     versions = _text_list(entry, "versions", where)
     if len(versions) != 1:
         raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
-    compiler_text = _text(entry, "compiler", where)
-    compiler = compiler_cache.get(compiler_text)
+    compiler = parse_compiler(_text(entry, "compiler", where))
     if compiler is None:
-        compiler = compiler_cache[compiler_text] = parse_compiler(compiler_text)
-        if compiler is None:
-            del compiler_cache[compiler_text]
-            raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
     raw_variants = _text_list(entry, "variants", where)
     variants = []
-    for number, raw in enumerate(raw_variants):
-        variant = variant_cache.get(raw)
+    for position, raw in enumerate(raw_variants):
+        variant = parse_variant(raw)
         if variant is None:
-            variant = parse_variant(raw)
-            if variant is None:
-                raise SpecError(f"{where}.variants[{number}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
-            variant_cache[raw] = variant
+            raise SpecError(f"{where}.variants[{position}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
         variants.append(variant)
-    stacks = _text_list(entry, "stacks", where)
-    return Spec(
-        spec_hash,
+    return Built(
+        number,
         versions[0],
-        compiler[0],
-        compiler[1],
+        *compiler,
         _text(entry, "os", where),
         _text(entry, "platform", where),
         _text(entry, "target", where),
         tuple(variants),
         tuple(raw_variants),
-        tuple(sorted(set(stacks))),
-        _size(entry["size"], where),
-        {k: v for k, v in entry.items() if k not in _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
     )
 
 
@@ -286,23 +306,24 @@ def derived_meta(specs):
     for spec in specs:
         for stack in spec.stacks:
             by_stack[stack] = by_stack.get(stack, 0) + 1
+    built = {spec.built.number: spec.built for spec in specs}.values()
     return {
-        "compilers": sorted({spec_compiler_text(s) for s in specs}),
+        "compilers": sorted({compiler_text(b) for b in built}),
         "num_specs": len(specs),
         "num_specs_by_stack": dict(sorted(by_stack.items())),
-        "oss": sorted({s.os for s in specs}),
-        "platforms": sorted({s.platform for s in specs}),
+        "oss": sorted({b.os for b in built}),
+        "platforms": sorted({b.platform for b in built}),
         "stacks": sorted(by_stack),
-        "targets": sorted({s.target for s in specs}),
-        "versions": sorted({s.version for s in specs}),
+        "targets": sorted({b.target for b in built}),
+        "versions": sorted({b.version for b in built}),
     }
 
 
-def spec_compiler_text(spec):
+def compiler_text(built):
     """The compiler as the page wrote it."""
-    if spec.compiler.version is None:
-        return spec.compiler.name
-    return f"{spec.compiler.name}@{'=' if spec.compiler_exact else ''}{spec.compiler.version}"
+    if built.compiler.version is None:
+        return built.compiler.name
+    return f"{built.compiler.name}@{'=' if built.compiler_exact else ''}{built.compiler.version}"
 
 
 def meta_disagreements(declared, specs):
