@@ -205,7 +205,7 @@ def _load(conn, plan, summary, keep_going, progress):
 def _load_file(loader, source, summary, keep_going):
     """Read one file into the loader; returns how many specs it listed."""
     checkpoint = loader.checkpoint()
-    data, outcome, specs = None, "page", 0
+    data, page, outcome, specs = None, None, "page", 0
     try:
         data = read_bytes(source.path)
         page = read_page(source, data)
@@ -229,7 +229,8 @@ def _load_file(loader, source, summary, keep_going):
         loader.queue("problems", (error.path, error.field, error.expected, "error", None, None))
     if data is not None:
         stat = _stat(source.path)
-        loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, file_digest(data), outcome))
+        digest = page.digest if page else file_digest(data)
+        loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, digest, outcome))
     return specs
 
 
