@@ -104,7 +104,7 @@ class Loader:
             )
         }
         self.first_ids = dict(self.next_id)
-        self.built_cache = {}
+        self.spec_cache = normalise.SpecCache()
 
     def _id(self, table, key, row):
         """The id for key, adding a row made by row(id) the first time the key is seen."""
@@ -173,7 +173,7 @@ class Loader:
         for number, entry in enumerate(page.specs):
             where = f"spec_details[{number}]"
             try:
-                spec = normalise.parse_spec(entry, where, self.built_cache)
+                spec = normalise.parse_spec(entry, where, self.spec_cache)
             except SpecError as error:
                 raise PageError(page.path, error.field, error.expected) from error
             first = seen.get(spec.hash)

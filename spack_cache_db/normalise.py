@@ -3,7 +3,7 @@
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 MIRROR_ROOT = "https://binaries.spack.io"
@@ -233,9 +233,16 @@ def _text_list(entry, key, where):
 _SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
 
 
-def parse_spec(entry, where, built_cache):
-    """Check one spec_details entry. built_cache remembers what was built by the fields' text, so the
-    fields binaries share are checked once per configuration rather than once per binary."""
+@dataclass
+class SpecCache:
+    """What binaries share, by the text of its fields: checked once rather than once per binary."""
+
+    built: dict = field(default_factory=dict)
+    stacks: dict = field(default_factory=dict)
+
+
+def parse_spec(entry, where, cache):
+    """Check one spec_details entry; cache is a SpecCache kept for a whole build."""
     if type(entry) is not dict:
         raise SpecError(where, "expected a JSON object")
     if not _SPEC_FIELD_SET <= entry.keys():
@@ -245,20 +252,24 @@ def parse_spec(entry, where, built_cache):
     if type(variants) is list and type(versions) is list:
         try:
             key = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
-            built = built_cache.get(key)
+            built = cache.built.get(key)
         except TypeError:  # unhashable values, named by _check_built
             key = None
     if built is None:
-        built = _check_built(entry, where, len(built_cache))
+        built = _check_built(entry, where, len(cache.built))
         if key is not None:
-            built_cache[key] = built
+            cache.built[key] = built
     spec_hash = _text(entry, "hash", where)
     if not _HASH.match(spec_hash):
         raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
+    stacks = _text_list(entry, "stacks", where)
+    sorted_stacks = cache.stacks.get(tuple(stacks))
+    if sorted_stacks is None:
+        sorted_stacks = cache.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))
     return Spec(
         spec_hash,
         built,
-        tuple(sorted(set(_text_list(entry, "stacks", where)))),
+        sorted_stacks,
         _size(entry["size"], where),
         {k: v for k, v in entry.items() if k not in _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
     )

@@ -213,11 +213,19 @@ def _json(path, field, text):
         raise PageError(path, field, f"expected valid JSON ({error})") from error
 
 
+_USUAL_SPEC_KEYS = ["compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions"]
+
+
 def _written_sorted(meta, specs):
     keys = list(meta)
     if keys != sorted(keys):
         return False
-    return all(list(spec) == sorted(spec) for spec in specs if isinstance(spec, dict))
+    for spec in specs:
+        if isinstance(spec, dict):
+            keys = list(spec)
+            if keys != _USUAL_SPEC_KEYS and keys != sorted(keys):
+                return False
+    return True
 
 
 def _yaml_form(path, body):
