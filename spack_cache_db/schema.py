@@ -172,11 +172,9 @@ CREATE TABLE build_info (
 """
 
 INDEXES = """
-CREATE INDEX specs_by_configuration ON specs(configuration_id);
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
-CREATE INDEX configurations_by_target ON configurations(target_id);
 CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
 CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
