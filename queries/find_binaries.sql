@@ -31,7 +31,7 @@ wanted AS (SELECT DISTINCT term FROM terms WHERE term <> ''),
 -- multi-valued variant (cuda_arch=80 matches cuda_arch=70,80); a bare word means +word.
 matching_variants AS (
     SELECT wanted.term, variants.id AS variant_id
-    FROM wanted JOIN variants ON CASE
+    FROM wanted CROSS JOIN variants ON CASE
         WHEN substr(wanted.term, 1, 1) IN ('+', '~') THEN variants.raw = wanted.term
         WHEN instr(wanted.term, '=') > 0 THEN
             variants.name = rtrim(substr(wanted.term, 1, instr(wanted.term, '=') - 1), ':')
@@ -45,50 +45,74 @@ matching_variants AS (
 matching_variant_sets AS (
     SELECT variant_set_members.variant_set_id
     FROM matching_variants
-    JOIN variant_set_members ON variant_set_members.variant_id = matching_variants.variant_id
+    CROSS JOIN variant_set_members ON variant_set_members.variant_id = matching_variants.variant_id
     GROUP BY variant_set_members.variant_set_id
     HAVING count(DISTINCT matching_variants.term) = (SELECT count(*) FROM wanted)
+),
+matching_versions AS (
+    SELECT versions.id, versions.package_id FROM versions, args
+    WHERE versions.version = args.version
+       OR substr(versions.version, 1, length(args.version) + 1) = args.version || '.'
 ),
 matching_compilers AS (
     SELECT compilers.id FROM compilers, args
     WHERE compilers.label = args.compiler OR compilers.name = args.compiler
        OR substr(compilers.label, 1, length(args.compiler) + 1) = args.compiler || '.'
+),
+-- The rows in order, LIMIT applied. Packages come first (CROSS JOIN keeps that order) and are read
+-- in name order through their name index, so SQLite sorts one package at a time and stops at the
+-- LIMIT: without a package it reads the first few packages of the tag, not all of it. Versions
+-- filter whole packages first. Configurations come through the listing (the spec's own).
+found AS (
+    SELECT
+        packages.name AS package,
+        versions.version,
+        versions.version_rank,
+        compilers.label AS compiler,
+        oss.name AS os,
+        targets.name AS target,
+        configurations.spec,
+        specs.hash,
+        stack_sets.stacks,
+        tags.name AS tag,
+        tags.mirror_url
+    FROM packages
+    CROSS JOIN args
+    JOIN tags ON tags.name = args.tag
+    CROSS JOIN pages ON pages.tag_id = tags.id AND pages.package_id = packages.id
+    JOIN page_specs ON page_specs.page_id = pages.id
+    JOIN listings ON listings.id = page_specs.listing_id
+    JOIN configurations ON configurations.id = listings.configuration_id
+    JOIN versions ON versions.id = configurations.version_id
+    JOIN compilers ON compilers.id = configurations.compiler_id
+    JOIN oss ON oss.id = configurations.os_id
+    JOIN targets ON targets.id = configurations.target_id
+    JOIN specs ON specs.id = page_specs.spec_id
+    JOIN stack_sets ON stack_sets.id = listings.stack_set_id
+    WHERE packages.name >= (SELECT package FROM args) AND (args.package = '' OR packages.name = args.package)
+      AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
+      AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
+      AND (args.os = '' OR oss.name = args.os)
+      AND (args.target = '' OR targets.name = args.target)
+      AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
+      AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
+    ORDER BY packages.name, versions.version_rank DESC, compilers.label, oss.name, targets.name, specs.hash
+    LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)
 )
 SELECT
-    packages.name AS package,
-    versions.version,
-    configurations.spec,
-    specs.hash,
-    stack_sets.stacks,
-    'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)
+    package,
+    version,
+    spec,
+    hash,
+    stacks,
+    'spack mirror add ' || tag || ' ' || mirror_url || char(10)
         || 'spack buildcache keys --install --trust' || char(10)
-        || 'spack install --use-buildcache only /' || specs.hash AS install,
-    tags.name AS tag,
+        || 'spack install --use-buildcache only /' || hash AS install,
+    tag,
     -- Links to the package's other pages, on its first row only: rendering them costs time.
     CASE WHEN row_number() OVER (
-        PARTITION BY packages.name
-        ORDER BY versions.version_rank DESC, compilers.label, oss.name, targets.name, specs.hash
-    ) = 1 THEN '[versions](/cache/package_versions?package=' || packages.name || ') · [timeline](/cache/version_timeline?package='
-        || packages.name || ') · [chart](/-/dashboards/package-history?package=' || packages.name || ')' END AS links
-FROM args
-JOIN tags ON tags.name = args.tag
-JOIN pages ON pages.tag_id = tags.id
-JOIN packages ON packages.id = pages.package_id
-JOIN page_specs ON page_specs.page_id = pages.id
-JOIN specs ON specs.id = page_specs.spec_id
-JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN listings ON listings.id = page_specs.listing_id
-JOIN stack_sets ON stack_sets.id = listings.stack_set_id
-WHERE (args.package = '' OR packages.name = args.package)
-  AND (args.version = '' OR versions.version = args.version
-       OR substr(versions.version, 1, length(args.version) + 1) = args.version || '.')
-  AND (args.os = '' OR oss.name = args.os)
-  AND (args.target = '' OR targets.name = args.target)
-  AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
-  AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
-ORDER BY packages.name, versions.version_rank DESC, compilers.label, oss.name, targets.name, specs.hash
-LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)
+        PARTITION BY package ORDER BY version_rank DESC, compiler, os, target, hash
+    ) = 1 THEN '[versions](/cache/package_versions?package=' || package || ') · [timeline](/cache/version_timeline?package='
+        || package || ') · [chart](/-/dashboards/package-history?package=' || package || ')' END AS links
+FROM found
+ORDER BY package, version_rank DESC, compiler, os, target, hash

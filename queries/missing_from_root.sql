@@ -6,33 +6,62 @@
 WITH args AS (
     SELECT trim(coalesce(:tag, '')) AS tag, lower(trim(coalesce(:package, ''))) AS package
 ),
+-- Sets of stacks without root: few, usually none, and then nothing else is read.
 without_root AS (
-    SELECT listings.id
-    FROM listings
-    WHERE listings.stack_set_id NOT IN (
-        SELECT stack_set_members.stack_set_id
-        FROM stacks JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
-        WHERE stacks.name = 'root'
+    SELECT stack_sets.id, stack_sets.stacks
+    FROM stack_sets
+    WHERE NOT EXISTS (
+        SELECT 1 FROM stack_set_members JOIN stacks ON stacks.id = stack_set_members.stack_id
+        WHERE stack_set_members.stack_set_id = stack_sets.id AND stacks.name = 'root'
     )
+),
+-- Their listings, found by reading the listings' small index once per set (no index leads with
+-- stack_set_id; the + keeps SQLite from building one for the occasion, which costs more).
+listings_without_root AS (
+    SELECT listings.id, listings.configuration_id, without_root.stacks
+    FROM without_root
+    CROSS JOIN listings ON +listings.stack_set_id = without_root.id
+),
+-- With a tag or a package, from its pages; with neither, from the listings without root.
+missing AS (
+    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+    FROM args
+    CROSS JOIN tags ON tags.name = args.tag
+    CROSS JOIN pages ON pages.tag_id = tags.id
+    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE args.package = '' AND +page_specs.listing_id IN (SELECT id FROM listings_without_root)
+    UNION ALL
+    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+    FROM args
+    CROSS JOIN packages ON packages.name = args.package
+    CROSS JOIN pages ON pages.package_id = packages.id
+    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE +page_specs.listing_id IN (SELECT id FROM listings_without_root)
+    UNION ALL
+    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+    FROM args
+    CROSS JOIN listings_without_root
+    CROSS JOIN page_specs ON page_specs.listing_id = listings_without_root.id
+    WHERE args.tag = '' AND args.package = ''
 )
 SELECT
     tags.name AS tag,
     packages.name AS package,
     versions.version,
     specs.hash,
-    stack_sets.stacks,
+    listings_without_root.stacks,
     configurations.spec,
     pages.path
-FROM args, without_root
-JOIN page_specs ON page_specs.listing_id = without_root.id
-JOIN pages ON pages.id = page_specs.page_id
-JOIN tags ON tags.id = pages.tag_id
-JOIN packages ON packages.id = pages.package_id
-JOIN specs ON specs.id = page_specs.spec_id
-JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN listings ON listings.id = without_root.id
-JOIN stack_sets ON stack_sets.id = listings.stack_set_id
+FROM args
+CROSS JOIN (SELECT 1 FROM without_root LIMIT 1) AS any_without_root
+CROSS JOIN missing
+CROSS JOIN pages ON pages.id = missing.page_id
+CROSS JOIN tags ON tags.id = pages.tag_id
+CROSS JOIN packages ON packages.id = pages.package_id
+CROSS JOIN listings_without_root ON listings_without_root.id = missing.listing_id
+CROSS JOIN specs ON specs.id = missing.spec_id
+CROSS JOIN configurations ON configurations.id = listings_without_root.configuration_id
+CROSS JOIN versions ON versions.id = configurations.version_id
 WHERE (args.tag = '' OR tags.name = args.tag)
   AND (args.package = '' OR packages.name = args.package)
 ORDER BY tags.sort_order, packages.name, versions.version_rank DESC, specs.hash

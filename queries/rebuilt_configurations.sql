@@ -2,7 +2,8 @@
 -- description: >-
 --   Configurations (package, version, compiler, os, target, variants) that a tag lists several
 --   times under different hashes: rebuilds, common in develop. Tag defaults to develop (or the
---   newest tag); an empty package means all. At most 500 rows.
+--   newest tag). With no package: the first 100 packages by name that the tag has. At most 500
+--   rows.
 -- params: [tag, package]
 WITH args AS (
     SELECT
@@ -13,17 +14,25 @@ WITH args AS (
         )) AS tag
 ),
 chosen AS (SELECT tags.id, tags.name FROM tags, args WHERE tags.name = args.tag),
-repeated AS (
-    SELECT pages.package_id, specs.configuration_id, count(*) AS builds,
-        json_group_array(specs.hash) AS hashes
-    FROM chosen
+-- The pages read: the package's, or those of the first 100 packages by name (read in name order
+-- through their name index, so the rest of the tag is never looked at).
+chosen_pages AS (
+    SELECT pages.id, pages.package_id
+    FROM packages
+    CROSS JOIN chosen
     CROSS JOIN args
-    CROSS JOIN pages ON pages.tag_id = chosen.id
-    JOIN packages ON packages.id = pages.package_id
-    JOIN page_specs ON page_specs.page_id = pages.id
-    JOIN specs ON specs.id = page_specs.spec_id
+    CROSS JOIN pages ON pages.tag_id = chosen.id AND pages.package_id = packages.id
     WHERE args.package = '' OR packages.name = args.package
-    GROUP BY pages.package_id, specs.configuration_id
+    ORDER BY packages.name
+    LIMIT 100
+),
+repeated AS (
+    SELECT chosen_pages.package_id, specs.configuration_id, count(*) AS builds,
+        json_group_array(specs.hash) AS hashes
+    FROM chosen_pages
+    CROSS JOIN page_specs ON page_specs.page_id = chosen_pages.id
+    JOIN specs ON specs.id = page_specs.spec_id
+    GROUP BY chosen_pages.package_id, specs.configuration_id
     HAVING count(*) > 1
 )
 SELECT

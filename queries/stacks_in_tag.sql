@@ -12,21 +12,41 @@ WITH args AS (
     )) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
--- Count per stack set first: a tag has few distinct stack sets, but many binaries.
-per_stack_set AS (
-    SELECT listings.stack_set_id, pages.package_id, count(*) AS specs
+-- The tag's pages, and whether each one's meta can be trusted: the build compares every page's meta
+-- with its spec_details and records any disagreement in problems, so a page with no problem has a
+-- meta.num_specs_by_stack that gives exactly its binaries per stack.
+checked_pages AS (
+    SELECT pages.id, pages.package_id,
+        NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta) AS trusted
     FROM chosen
     CROSS JOIN pages ON pages.tag_id = chosen.id
-    JOIN page_specs ON page_specs.page_id = pages.id
+),
+-- Binaries per stack and package: from the meta of trusted pages (one row per page, not one per
+-- binary), counted binary by binary on the others. A key given twice counts once, with its last
+-- value, as the build read it.
+per_package AS (
+    SELECT stacks.id AS stack_id, checked_pages.package_id, CAST(by_stack.value AS INTEGER) AS specs,
+        max(by_stack.id)
+    FROM checked_pages
+    CROSS JOIN pages ON pages.id = checked_pages.id
+    CROSS JOIN json_each(CASE WHEN checked_pages.trusted THEN pages.meta ELSE '{}' END,
+        '$.num_specs_by_stack') AS by_stack
+    CROSS JOIN stacks ON stacks.name = by_stack.key
+    WHERE checked_pages.trusted
+    GROUP BY checked_pages.id, stacks.id
+    UNION ALL
+    SELECT stack_set_members.stack_id, checked_pages.package_id, count(*) AS specs, NULL
+    FROM checked_pages
+    CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
     JOIN listings ON listings.id = page_specs.listing_id
-    GROUP BY listings.stack_set_id, pages.package_id
+    JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
+    WHERE NOT checked_pages.trusted
+    GROUP BY checked_pages.id, stack_set_members.stack_id
 ),
 per_stack AS (
-    SELECT stack_set_members.stack_id, count(DISTINCT per_stack_set.package_id) AS packages,
-        sum(per_stack_set.specs) AS specs
-    FROM per_stack_set
-    JOIN stack_set_members ON stack_set_members.stack_set_id = per_stack_set.stack_set_id
-    GROUP BY stack_set_members.stack_id
+    SELECT stack_id, count(*) AS packages, sum(specs) AS specs
+    FROM per_package
+    GROUP BY stack_id
 ),
 stacks_of_tag AS (
     SELECT stack_id FROM per_stack

@@ -4,8 +4,8 @@
 --   "configurations changed" means the version is in both tags but some of its configurations
 --   (compiler, os, target, variants) were added or dropped; hashes are not compared, since weekly
 --   snapshots rebuild everything. to_tag defaults to develop (or the newest tag); from_tag defaults
---   to the tag just before to_tag in the usual order (develop, releases, snapshots). At most
---   1,000 rows.
+--   to the tag just before to_tag in the usual order (develop, releases, snapshots). With no package:
+--   the first 100 packages by name that either tag has. At most 1,000 rows.
 -- params: [from_tag, to_tag, package]
 WITH newest AS (
     SELECT coalesce(nullif(trim(coalesce(:to_tag, '')), ''), (
@@ -27,22 +27,33 @@ args AS (
         lower(trim(coalesce(:package, ''))) AS package
     FROM newest
 ),
-sides_wanted(tag_id, in_to) AS (
-    SELECT from_id, 0 FROM args WHERE from_id IS NOT NULL AND to_id IS NOT NULL
-    UNION ALL
-    SELECT to_id, 1 FROM args WHERE from_id IS NOT NULL AND to_id IS NOT NULL
-),
--- One row per tag, package and configuration, with how many binaries it has there.
-sides AS (
-    SELECT sides_wanted.in_to, pages.package_id, specs.configuration_id, count(*) AS specs
-    FROM sides_wanted
+-- The packages compared: the one asked for, or the first 100 by name that either tag has (read in
+-- name order through their name index, so the rest of the packages are never looked at).
+chosen AS (
+    SELECT packages.id
+    FROM packages
     CROSS JOIN args
-    CROSS JOIN pages ON pages.tag_id = sides_wanted.tag_id
-    JOIN packages ON packages.id = pages.package_id
+    WHERE (args.package = '' OR packages.name = args.package)
+      AND args.from_id IS NOT NULL AND args.to_id IS NOT NULL
+      AND EXISTS (SELECT 1 FROM pages WHERE pages.package_id = packages.id AND pages.tag_id IN (args.from_id, args.to_id))
+    ORDER BY packages.name
+    LIMIT 100
+),
+sides_wanted(tag_id, in_to) AS (
+    SELECT from_id, 0 FROM args
+    UNION ALL
+    SELECT to_id, 1 FROM args
+),
+-- One row per tag, package and configuration, with how many binaries it has there. Configurations
+-- come through the listing (the spec's own), which spares reading every binary's row in specs.
+sides AS (
+    SELECT sides_wanted.in_to, pages.package_id, listings.configuration_id, count(*) AS specs
+    FROM chosen
+    CROSS JOIN sides_wanted
+    CROSS JOIN pages ON pages.tag_id = sides_wanted.tag_id AND pages.package_id = chosen.id
     JOIN page_specs ON page_specs.page_id = pages.id
-    JOIN specs ON specs.id = page_specs.spec_id
-    WHERE args.package = '' OR packages.name = args.package
-    GROUP BY sides_wanted.in_to, pages.package_id, specs.configuration_id
+    JOIN listings ON listings.id = page_specs.listing_id
+    GROUP BY sides_wanted.in_to, pages.package_id, listings.configuration_id
 ),
 per_configuration AS (
     SELECT package_id, configuration_id,

@@ -20,20 +20,36 @@ in_stack AS (
     JOIN stacks ON stacks.name = args.stack
     JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
 ),
-per_listing AS (
-    SELECT page_specs.listing_id, count(*) AS specs
+-- The pages read: with a stack, only those whose meta says they have binaries in it, and those whose
+-- meta is not trusted. The build compares every page's meta with its spec_details and records any
+-- disagreement in problems, so a page with no problem has a meta.num_specs_by_stack that names
+-- exactly the stacks it has binaries in.
+counted_pages AS (
+    SELECT pages.id, pages.package_id
     FROM chosen
+    CROSS JOIN args
     CROSS JOIN pages ON pages.tag_id = chosen.id
-    JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE args.stack = ''
+       OR CASE WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
+          THEN EXISTS (SELECT 1 FROM json_each(pages.meta, '$.num_specs_by_stack') AS by_stack
+                       WHERE by_stack.key = args.stack)
+          ELSE 1 END
+),
+-- Count per listing first, from page_specs alone (a listing is one package's configuration in one
+-- set of stacks, so it has one page in the tag); then read each listing once rather than once per
+-- binary.
+per_listing AS (
+    SELECT page_specs.listing_id, counted_pages.package_id, count(*) AS specs
+    FROM counted_pages
+    CROSS JOIN page_specs ON page_specs.page_id = counted_pages.id
     GROUP BY page_specs.listing_id
 ),
 per_cell AS (
     SELECT configurations.os_id, configurations.target_id, configurations.compiler_id,
-        sum(per_listing.specs) AS specs, count(DISTINCT versions.package_id) AS packages
+        sum(per_listing.specs) AS specs, count(DISTINCT per_listing.package_id) AS packages
     FROM args, per_listing
     JOIN listings ON listings.id = per_listing.listing_id
     JOIN configurations ON configurations.id = listings.configuration_id
-    JOIN versions ON versions.id = configurations.version_id
     WHERE args.stack = '' OR listings.stack_set_id IN (SELECT stack_set_id FROM in_stack)
     GROUP BY configurations.os_id, configurations.target_id, configurations.compiler_id
 )
