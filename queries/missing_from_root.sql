@@ -17,26 +17,31 @@ without_root AS (
 ),
 -- Their listings, found by reading the listings' small index once per set (no index leads with
 -- stack_set_id; the + keeps SQLite from building one for the occasion, which costs more).
-listings_without_root AS (
+listings_without_root AS MATERIALIZED (
     SELECT listings.id, listings.configuration_id, without_root.stacks
     FROM without_root
     CROSS JOIN listings ON +listings.stack_set_id = without_root.id
 ),
--- With a tag or a package, from its pages; with neither, from the listings without root.
-missing AS (
-    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+-- With a tag or a package, its pages are read and their binaries checked against those listings;
+-- with neither, the binaries are found from the listings.
+chosen_pages AS (
+    SELECT pages.id
     FROM args
     CROSS JOIN tags ON tags.name = args.tag
     CROSS JOIN pages ON pages.tag_id = tags.id
-    CROSS JOIN page_specs ON page_specs.page_id = pages.id
-    WHERE args.package = '' AND +page_specs.listing_id IN (SELECT id FROM listings_without_root)
+    WHERE args.package = ''
     UNION ALL
-    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+    SELECT pages.id
     FROM args
     CROSS JOIN packages ON packages.name = args.package
     CROSS JOIN pages ON pages.package_id = packages.id
-    CROSS JOIN page_specs ON page_specs.page_id = pages.id
-    WHERE +page_specs.listing_id IN (SELECT id FROM listings_without_root)
+    WHERE args.tag = '' OR pages.tag_id = (SELECT id FROM tags WHERE tags.name = args.tag)
+),
+missing AS (
+    SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
+    FROM chosen_pages
+    CROSS JOIN page_specs ON page_specs.page_id = chosen_pages.id
+    CROSS JOIN listings_without_root ON listings_without_root.id = page_specs.listing_id
     UNION ALL
     SELECT page_specs.page_id, page_specs.spec_id, page_specs.listing_id
     FROM args

@@ -14,37 +14,57 @@ WITH args AS (
         )) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
--- The tag's pages, and whether each one's meta can be trusted: the build compares every page's meta
--- with its spec_details and records any disagreement in problems, so a page with no problem has a
--- meta.num_specs_by_stack that names exactly the stacks it has binaries in.
-checked_pages AS (
-    SELECT pages.id, pages.package_id,
-        NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta) AS trusted
+-- The tag's pages, each with its meta.num_specs_by_stack when the meta can be trusted, NULL when
+-- not. The build compares every page's meta with its spec_details and records any disagreement in
+-- problems, so on a page with no problem it gives exactly the page's binaries per stack. Of a key
+-- given twice, the last counts, as the build read it.
+checked_pages AS MATERIALIZED (
+    SELECT pages.id, pages.package_id, pages.num_specs,
+        CASE WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
+        THEN (SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
+              WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)
+        END AS by_stack
     FROM chosen
     CROSS JOIN pages ON pages.tag_id = chosen.id
 ),
--- The rows the meta of trusted pages vouches for (a stack and a package that has binaries in it).
+-- The rows the trusted metas vouch for (a stack and a package with binaries in it), in the order
+-- they are listed, and how many binaries the page has in the stack.
 vouched AS (
-    SELECT stacks.name AS stack, packages.name AS package, checked_pages.id AS page_id
+    SELECT stacks.name AS stack, packages.name AS package, checked_pages.id AS page_id,
+        checked_pages.package_id, checked_pages.num_specs, CAST(by_stack.value AS INTEGER) AS specs,
+        max(by_stack.id) AS last
     FROM checked_pages
-    CROSS JOIN pages ON pages.id = checked_pages.id
-    CROSS JOIN json_each(CASE WHEN checked_pages.trusted THEN pages.meta ELSE '{}' END,
-        '$.num_specs_by_stack') AS by_stack
+    CROSS JOIN json_each(coalesce(checked_pages.by_stack, '{}')) AS by_stack
     CROSS JOIN stacks ON stacks.name = by_stack.key
     CROSS JOIN packages ON packages.id = checked_pages.package_id
     CROSS JOIN args
-    WHERE checked_pages.trusted AND (args.stack = '' OR stacks.name = args.stack)
+    WHERE checked_pages.by_stack IS NOT NULL AND (args.stack = '' OR stacks.name = args.stack)
+    GROUP BY checked_pages.id, stacks.id
 ),
--- The pages whose binaries are read: those of the first rows the meta vouches for (a row after
--- them cannot be among the rows listed) and every page whose meta is not trusted. The rest of the
--- tag is never read.
+-- The first of them: a row after these cannot be among the rows listed.
+first_vouched AS (
+    SELECT * FROM vouched ORDER BY stack, package LIMIT (SELECT row_limit FROM args)
+),
+-- With a stack, a page that has all its binaries in it needs no binary read: its versions are the
+-- ones its (trusted) meta lists.
+whole AS (
+    SELECT first_vouched.* FROM first_vouched, args
+    WHERE args.stack <> '' AND first_vouched.specs = first_vouched.num_specs
+),
+whole_versions AS (
+    SELECT whole.stack, whole.package, versions.version, versions.version_rank, whole.specs
+    FROM whole
+    CROSS JOIN pages ON pages.id = whole.page_id
+    CROSS JOIN json_each((SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
+                          WHERE meta_field.key = 'versions' ORDER BY meta_field.id DESC LIMIT 1)) AS listed
+    CROSS JOIN versions ON versions.package_id = whole.package_id AND versions.version = listed.value
+),
+-- The pages whose binaries are read: the other first rows' and those whose meta is not trusted.
+-- The rest of the tag is never read.
 counted_pages AS (
-    SELECT page_id AS id FROM (
-        SELECT stack, package, page_id FROM vouched
-        GROUP BY stack, package ORDER BY stack, package LIMIT (SELECT row_limit FROM args)
-    )
+    SELECT page_id AS id FROM first_vouched WHERE page_id NOT IN (SELECT page_id FROM whole)
     UNION
-    SELECT id FROM checked_pages WHERE NOT trusted
+    SELECT id FROM checked_pages WHERE by_stack IS NULL
 ),
 -- Count per listing first, from page_specs alone (a listing is one package's configuration in one
 -- set of stacks); then read each listing once rather than once per binary.
@@ -83,9 +103,25 @@ per_package AS (
     WINDOW newest_first AS (
         PARTITION BY stack, package ORDER BY version_rank DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
     )
+),
+whole_packages AS (
+    SELECT
+        stack,
+        package,
+        json_group_array(version) OVER newest_first AS versions,
+        specs,
+        row_number() OVER newest_first AS n
+    FROM whole_versions
+    WINDOW newest_first AS (
+        PARTITION BY stack, package ORDER BY version_rank DESC ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+    )
 )
 SELECT stack, package, versions, specs, (SELECT name FROM chosen) AS tag
 FROM per_package
+WHERE n = 1
+UNION ALL
+SELECT stack, package, versions, specs, (SELECT name FROM chosen) AS tag
+FROM whole_packages
 WHERE n = 1
 ORDER BY stack, package
 LIMIT (SELECT row_limit FROM args)

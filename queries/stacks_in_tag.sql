@@ -12,27 +12,28 @@ WITH args AS (
     )) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
--- The tag's pages, and whether each one's meta can be trusted: the build compares every page's meta
--- with its spec_details and records any disagreement in problems, so a page with no problem has a
--- meta.num_specs_by_stack that gives exactly its binaries per stack.
+-- The tag's pages, each with its meta.num_specs_by_stack when the meta can be trusted, NULL when
+-- not. The build compares every page's meta with its spec_details and records any disagreement in
+-- problems, so on a page with no problem it gives exactly the page's binaries per stack. Of a key
+-- given twice, the last counts, as the build read it.
 checked_pages AS (
     SELECT pages.id, pages.package_id,
-        NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta) AS trusted
+        CASE WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
+        THEN (SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
+              WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)
+        END AS by_stack
     FROM chosen
     CROSS JOIN pages ON pages.tag_id = chosen.id
 ),
--- Binaries per stack and package: from the meta of trusted pages (one row per page, not one per
--- binary), counted binary by binary on the others. A key given twice counts once, with its last
--- value, as the build read it.
+-- Binaries per stack and package: read from the meta where it can be trusted (a few rows per page
+-- instead of one per binary), counted binary by binary elsewhere.
 per_package AS (
     SELECT stacks.id AS stack_id, checked_pages.package_id, CAST(by_stack.value AS INTEGER) AS specs,
-        max(by_stack.id)
+        max(by_stack.id) AS last
     FROM checked_pages
-    CROSS JOIN pages ON pages.id = checked_pages.id
-    CROSS JOIN json_each(CASE WHEN checked_pages.trusted THEN pages.meta ELSE '{}' END,
-        '$.num_specs_by_stack') AS by_stack
+    CROSS JOIN json_each(coalesce(checked_pages.by_stack, '{}')) AS by_stack
     CROSS JOIN stacks ON stacks.name = by_stack.key
-    WHERE checked_pages.trusted
+    WHERE checked_pages.by_stack IS NOT NULL
     GROUP BY checked_pages.id, stacks.id
     UNION ALL
     SELECT stack_set_members.stack_id, checked_pages.package_id, count(*) AS specs, NULL
@@ -40,7 +41,7 @@ per_package AS (
     CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
     JOIN listings ON listings.id = page_specs.listing_id
     JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
-    WHERE NOT checked_pages.trusted
+    WHERE checked_pages.by_stack IS NULL
     GROUP BY checked_pages.id, stack_set_members.stack_id
 ),
 per_stack AS (

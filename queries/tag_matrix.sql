@@ -20,37 +20,56 @@ in_stack AS (
     JOIN stacks ON stacks.name = args.stack
     JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
 ),
--- The pages read: with a stack, only those whose meta says they have binaries in it, and those whose
--- meta is not trusted. The build compares every page's meta with its spec_details and records any
--- disagreement in problems, so a page with no problem has a meta.num_specs_by_stack that names
--- exactly the stacks it has binaries in.
-counted_pages AS (
-    SELECT pages.id, pages.package_id
+-- The tag's pages, with how many of their binaries are in the stack: all of them without a stack;
+-- with one, what the page's meta.num_specs_by_stack says when the meta can be trusted, and unknown
+-- (NULL) otherwise. The build compares every page's meta with its spec_details and records any
+-- disagreement in problems, so on a page with no problem it gives exactly the page's binaries per
+-- stack. Of a key given twice, the last counts, as the build read it.
+checked_pages AS (
+    SELECT pages.id, pages.package_id, pages.num_specs,
+        CASE
+            WHEN args.stack = '' THEN pages.num_specs
+            WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
+            THEN coalesce((
+                SELECT CAST(by_stack.value AS INTEGER)
+                FROM json_each((SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
+                                WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)) AS by_stack
+                WHERE by_stack.key = args.stack ORDER BY by_stack.id DESC LIMIT 1), 0)
+        END AS in_stack
     FROM chosen
     CROSS JOIN args
     CROSS JOIN pages ON pages.tag_id = chosen.id
-    WHERE args.stack = ''
-       OR CASE WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
-          THEN EXISTS (SELECT 1 FROM json_each(pages.meta, '$.num_specs_by_stack') AS by_stack
-                       WHERE by_stack.key = args.stack)
-          ELSE 1 END
 ),
--- Count per listing first, from page_specs alone (a listing is one package's configuration in one
--- set of stacks, so it has one page in the tag); then read each listing once rather than once per
--- binary.
+-- Binaries per configuration and package. A page with all its binaries in the stack (every page,
+-- without a stack) is read through its specs, which a page has mostly numbered together and so are
+-- read close to in order. A page with only some of them in the stack, or unknown, is counted per
+-- listing first, from page_specs alone (a listing is one package's configuration in one set of
+-- stacks), and then only the listings of that stack are kept. A page with none is not read.
 per_listing AS (
-    SELECT page_specs.listing_id, counted_pages.package_id, count(*) AS specs
-    FROM counted_pages
-    CROSS JOIN page_specs ON page_specs.page_id = counted_pages.id
+    SELECT page_specs.listing_id, checked_pages.package_id, count(*) AS specs
+    FROM checked_pages
+    CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
+    WHERE checked_pages.in_stack IS NULL OR checked_pages.in_stack BETWEEN 1 AND checked_pages.num_specs - 1
     GROUP BY page_specs.listing_id
+),
+per_configuration AS (
+    SELECT listings.configuration_id, per_listing.package_id, per_listing.specs
+    FROM per_listing
+    JOIN listings ON listings.id = per_listing.listing_id
+    WHERE listings.stack_set_id IN (SELECT stack_set_id FROM in_stack)
+    UNION ALL
+    SELECT specs.configuration_id, checked_pages.package_id, count(*) AS specs
+    FROM checked_pages
+    CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
+    JOIN specs ON specs.id = page_specs.spec_id
+    WHERE checked_pages.in_stack = checked_pages.num_specs AND checked_pages.num_specs > 0
+    GROUP BY specs.configuration_id
 ),
 per_cell AS (
     SELECT configurations.os_id, configurations.target_id, configurations.compiler_id,
-        sum(per_listing.specs) AS specs, count(DISTINCT per_listing.package_id) AS packages
-    FROM args, per_listing
-    JOIN listings ON listings.id = per_listing.listing_id
-    JOIN configurations ON configurations.id = listings.configuration_id
-    WHERE args.stack = '' OR listings.stack_set_id IN (SELECT stack_set_id FROM in_stack)
+        sum(per_configuration.specs) AS specs, count(DISTINCT per_configuration.package_id) AS packages
+    FROM per_configuration
+    JOIN configurations ON configurations.id = per_configuration.configuration_id
     GROUP BY configurations.os_id, configurations.target_id, configurations.compiler_id
 )
 SELECT
