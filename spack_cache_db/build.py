@@ -266,6 +266,7 @@ def _write_build_info(conn, paths, plan):
         "schema_version": str(SCHEMA_VERSION),
         "schema_digest": SCHEMA_DIGEST,
         "spack_cache_db_version": __version__,
+        "archspec_version": microarchitectures.archspec_version(),
         "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "inputs": json.dumps([str(p) for p in paths]),
         "counts": json.dumps(table_counts, sort_keys=True),

@@ -167,16 +167,6 @@ def spec_string(package, version, variants, platform, os, target, compiler):
     return text
 
 
-def install_commands(tag, mirror_url, spec_hash):
-    return "\n".join(
-        [
-            f"spack mirror add {tag} {mirror_url}",
-            "spack buildcache keys --install --trust",
-            f"spack install --use-buildcache only /{spec_hash}",
-        ]
-    )
-
-
 _HASH = re.compile(r"^[a-z2-7]{32}$")
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
 META_LISTS = {"compilers": "compiler", "oss": "os", "platforms": "platform", "targets": "target"}
