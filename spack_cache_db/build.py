@@ -27,7 +27,6 @@ class Summary:
     pages_read: int = 0
     pages_unchanged: int = 0
     pages_removed: int = 0
-    specs_read: int = 0
     rejected: list = field(default_factory=list)  # PageError
     warnings: list = field(default_factory=list)  # (path, field, message)
     old_layout: int = 0
@@ -78,8 +77,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
                     f"e.g. {_first_warning(summary)}"
                 )
-            _finish(conn, first_ids, paths, plan, summary)
-            summary.counts = counts(conn)
+            summary.counts = _finish(conn, first_ids, paths, plan, summary)
             finished = temporary
             if existing is None or _has_free_pages(conn):
                 conn.execute("VACUUM INTO ?", (str(compacted),))
@@ -192,7 +190,6 @@ def _load(conn, plan, summary, keep_going, progress):
         conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
     for source in plan.to_read:
         specs = _load_file(loader, source, summary, keep_going)
-        summary.specs_read += specs
         if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
             loader.flush()
         if progress:
@@ -246,13 +243,14 @@ def _finish(conn, first_ids, paths, plan, summary):
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     else:
         load.index_new_rows(conn, first_ids)
-    _write_build_info(conn, paths, plan)
+    table_counts = _write_build_info(conn, paths, plan)
     problems = load.foreign_key_problems(conn)
     if problems:
         raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
     conn.execute("COMMIT")
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
+    return table_counts
 
 
 def _has_free_pages(conn):
@@ -274,6 +272,7 @@ def _write_build_info(conn, paths, plan):
     }
     conn.execute("DELETE FROM build_info")
     conn.executemany("INSERT INTO build_info (key, value) VALUES (?, ?)", sorted(info.items()))
+    return table_counts
 
 
 COUNTED = {

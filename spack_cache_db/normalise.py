@@ -173,9 +173,9 @@ META_LISTS = {"compilers": "compiler", "oss": "os", "platforms": "platform", "ta
 
 
 class SpecError(Exception):
-    def __init__(self, field, expected):
-        super().__init__(f"{field}: {expected}")
-        self.field = field
+    def __init__(self, field_name, expected):
+        super().__init__(f"{field_name}: {expected}")
+        self.field = field_name
         self.expected = expected
 
 

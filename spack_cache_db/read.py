@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from .normalise import SPEC_FIELDS
+
 
 class PageError(Exception):
     """A page that cannot be read: names the file, the field and what was expected."""
@@ -213,7 +215,7 @@ def _json(path, field, text):
         raise PageError(path, field, f"expected valid JSON ({error})") from error
 
 
-_USUAL_SPEC_KEYS = ["compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions"]
+_USUAL_SPEC_KEYS = sorted(SPEC_FIELDS)
 
 
 def _written_sorted(meta, specs):
