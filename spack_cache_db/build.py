@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__, load, microarchitectures, normalise
 from .read import NotACachePage, OldLayoutPage, PageError, file_digest, find_inputs, read_bytes, read_page, read_tags_yaml
-from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, drop_indexes, recreate_indexes
+from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, drop_indexes, recreate_indexes, refresh_counts
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
 
@@ -71,13 +71,13 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             if existing is None:
                 create_schema(conn)
                 drop_indexes(conn)
-            first_ids = _load(conn, plan, summary, keep_going, progress)
+            first_ids, changed_tags = _load(conn, plan, summary, keep_going, progress)
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
                     f"e.g. {_first_warning(summary)}"
                 )
-            summary.counts = _finish(conn, first_ids, paths, plan, summary)
+            summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
             finished = temporary
             if existing is None or _has_free_pages(conn):
                 conn.execute("VACUUM INTO ?", (str(compacted),))
@@ -180,8 +180,9 @@ def _stat(path):
 def _load(conn, plan, summary, keep_going, progress):
     conn.execute("BEGIN")
     gone = plan.removed + [source.path for source in plan.to_read]
+    changed_tags = set()
     if gone:
-        load.delete_pages(conn, gone)
+        changed_tags.update(load.delete_pages(conn, gone))
         load.prune_orphans(conn, full_text=True)
     loader = load.Loader(conn)
     if progress:
@@ -196,7 +197,8 @@ def _load(conn, plan, summary, keep_going, progress):
             progress.advance(1, specs)
     loader.flush()
     load.load_tags_yaml(loader, conn, plan.tags)
-    return loader.first_ids  # the loader's memory is released before the file is finished
+    changed_tags.update(row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],)))
+    return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 
 
 def _load_file(loader, source, summary, keep_going):
@@ -231,7 +233,7 @@ def _load_file(loader, source, summary, keep_going):
     return specs
 
 
-def _finish(conn, first_ids, paths, plan, summary):
+def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
     if summary.rejected:
         load.prune_orphans(conn, full_text=not full)
@@ -243,13 +245,14 @@ def _finish(conn, first_ids, paths, plan, summary):
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
     else:
         load.index_new_rows(conn, first_ids)
+    conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
+    conn.execute("ANALYZE")
     table_counts = _write_build_info(conn, paths, plan)
+    refresh_counts(conn, None if full else changed_tags)
     problems = load.foreign_key_problems(conn)
     if problems:
         raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
     conn.execute("COMMIT")
-    conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
-    conn.execute("ANALYZE")
     return table_counts
 
 

@@ -392,14 +392,16 @@ def rank_versions_and_tags(conn):
 
 
 def delete_pages(conn, paths):
-    """Remove pages (and, through prune_orphans, whatever only they used)."""
+    """Remove pages (and, through prune_orphans, whatever only they used); returns the ids of their tags."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone (path TEXT PRIMARY KEY)")
     conn.execute("DELETE FROM gone")
     conn.executemany("INSERT INTO gone (path) VALUES (?)", [(p,) for p in paths])
+    tag_ids = [row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE path IN (SELECT path FROM gone)")]
     conn.execute("DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE path IN (SELECT path FROM gone))")
     conn.execute("DELETE FROM pages WHERE path IN (SELECT path FROM gone)")
     conn.execute("DELETE FROM problems WHERE path IN (SELECT path FROM gone)")
     conn.execute("DELETE FROM sources WHERE path IN (SELECT path FROM gone)")
+    return tag_ids
 
 
 FTS_COLUMNS = {

@@ -165,6 +165,18 @@ CREATE TABLE runs_on (
     target TEXT NOT NULL REFERENCES microarchitectures(name),
     PRIMARY KEY (host, target)
 ) WITHOUT ROWID;
+CREATE TABLE row_counts (
+    name TEXT PRIMARY KEY,
+    count INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE facet_counts (
+    table_name TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    column_name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (table_name, tag, column_name, value)
+) WITHOUT ROWID;
 CREATE TABLE build_info (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -247,6 +259,38 @@ JOIN stacks ON stacks.id = stack_set_members.stack_id;
 """
 
 
+# Counting or faceting the binaries view live takes seconds on the whole history; the Datasette
+# plugin (datasette_plugin.py) answers the row counts of whole tables and these facets, for every
+# tag or one, from counts taken at build time. A build recounts only the tags whose pages it changed,
+# in two steps that avoid sorting a million rows at once: binaries per (page, listing), then per
+# tag and the ids the facets need (about a thousand rows on the whole history).
+_COUNT_BINARIES = [
+    """CREATE TEMP TABLE page_listing_counts AS
+    SELECT page_id, listing_id, count(*) AS n
+    FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE pages.tag_id IN (SELECT id FROM recount)
+    GROUP BY page_id, listing_id""",
+    """CREATE TEMP TABLE binary_counts AS
+    SELECT pages.tag_id, listings.stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
+    FROM page_listing_counts
+    CROSS JOIN pages ON pages.id = page_id
+    CROSS JOIN listings ON listings.id = listing_id
+    CROSS JOIN configurations ON configurations.id = listings.configuration_id
+    GROUP BY 1, 2, 3, 4, 5""",
+]
+_STACKS = "JOIN stack_set_members USING (stack_set_id) JOIN stacks ON stacks.id = stack_set_members.stack_id"
+_FACET_COUNTS = {  # (view, column): (the column's value, the joins it needs)
+    ("binaries", "tag"): ("tags.name", ""),
+    ("binaries", "os"): ("oss.name", "JOIN oss ON oss.id = os_id"),
+    ("binaries", "target"): ("targets.name", "JOIN targets ON targets.id = target_id"),
+    ("binaries", "compiler"): ("compilers.label", "JOIN compilers ON compilers.id = compiler_id"),
+    ("binaries", "stacks"): ("stacks.name", _STACKS),
+    ("binary_stacks", "stack"): ("stacks.name", _STACKS),
+    ("binary_stacks", "tag"): ("tags.name", _STACKS),
+}
+# Whole views, from their tag facets: every row has one tag.
+_VIEW_COUNTS = "SELECT table_name, sum(count) FROM facet_counts WHERE column_name = 'tag' GROUP BY table_name"
+
 # Incremental builds only build onto a database of exactly this shape.
 SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(), digest_size=8).hexdigest()
 
@@ -254,6 +298,35 @@ SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(),
 def create_schema(conn):
     """Create every table, index, full-text index and view of an empty database."""
     conn.executescript(TABLES + INDEXES + FULL_TEXT + VIEWS)
+
+
+def refresh_counts(conn, tag_ids=None):
+    """Recount facet_counts for these tags (None: every tag), then row_counts of every table and view."""
+    conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
+    if tag_ids is None:
+        conn.execute("INSERT INTO recount SELECT id FROM tags")
+    else:
+        conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
+    conn.execute(
+        "DELETE FROM facet_counts WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
+        " OR tag NOT IN (SELECT name FROM tags)"
+    )
+    for statement in _COUNT_BINARIES:
+        conn.execute(statement)
+    for (table, column), (value, joins) in _FACET_COUNTS.items():
+        conn.execute(
+            f"INSERT INTO facet_counts SELECT ?, tags.name, ?, {value}, sum(n)"
+            f" FROM binary_counts JOIN tags ON tags.id = tag_id {joins} GROUP BY tags.name, {value}",
+            (table, column),
+        )
+    for temporary in ("recount", "page_listing_counts", "binary_counts"):
+        conn.execute(f"DROP TABLE temp.{temporary}")
+    counts = {"binaries": 0, "binary_stacks": 0, **dict(conn.execute(_VIEW_COUNTS))}
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    counts.update({table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables})
+    counts["row_counts"] = len(counts)
+    conn.execute("DELETE FROM row_counts")
+    conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))
 
 
 def drop_indexes(conn):

@@ -37,6 +37,11 @@ CANONICAL = {
     "search": "SELECT listings.package, listings.target, listings.stacks FROM listings_fts"
     " JOIN listings ON listings.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt' ORDER BY 1, 2, 3",
     "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
+    "facet_counts": "SELECT * FROM facet_counts ORDER BY table_name, tag, column_name, value",
+    # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics
+    # and the segments of a full-text index built in one go or in steps.
+    "row_counts": "SELECT * FROM row_counts WHERE name != 'sqlite_stat1' AND name NOT LIKE '%fts_data'"
+    " AND name NOT LIKE '%fts_idx' ORDER BY name",
 }
 
 

@@ -1,0 +1,158 @@
+"""Datasette plugin: the big views of cache.db count and facet from counts taken at build time.
+
+Counting the binaries view, or faceting it, means joining a million rows: seconds, past Datasette's
+time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the
+build stored in row_counts and facet_counts are exact: the whole table's row count, and its facets
+for all tags or one. Other filters count live, as Datasette does.
+"""
+
+import asyncio
+from pathlib import Path
+
+from datasette import hookimpl
+from datasette.database import QueryInterrupted
+from datasette.facets import Facet
+from datasette.inspect import inspect_hash
+from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
+
+
+@hookimpl
+def startup(datasette):
+    async def use_stored_row_counts():
+        for name, db in datasette.databases.items():
+            if db.is_mutable or db.is_memory or name in (datasette.inspect_data or {}):
+                continue
+            if not await db.table_exists("row_counts"):
+                continue
+            counts = (await db.execute("SELECT name, count FROM row_counts")).rows
+            path = Path(db.path)
+            # What `datasette inspect` would have written for this file, counts included.
+            datasette.inspect_data = {
+                **(datasette.inspect_data or {}),
+                name: {
+                    "hash": await asyncio.to_thread(inspect_hash, path),
+                    "size": path.stat().st_size,
+                    "file": path.name,
+                    "tables": {table: {"count": count} for table, count in counts},
+                },
+            }
+
+    return use_stored_row_counts
+
+
+@hookimpl
+def register_facet_classes():
+    return [PrecountedColumnFacet, PrecountedArrayFacet]
+
+
+class _Precounted(Facet):
+    """A facet read from facet_counts when an immutable database's page is the whole table or one
+    tag of it, counted live (with Datasette's facet time limit) under any other filter."""
+
+    async def suggest(self):
+        return []  # Datasette's own column and array facets already suggest these columns
+
+    async def facet_results(self):
+        results, timed_out = [], []
+        facet_size = self.get_facet_size()
+        stored = await self._stored_counts()
+        for source_and_config in self.get_configs():
+            config = source_and_config["config"]
+            column = config.get("column") or config["simple"]
+            try:
+                counts = stored[column] if column in stored else await self._count_live(column, facet_size + 1)
+            except QueryInterrupted:
+                timed_out.append(column)
+                continue
+            results.append(
+                {
+                    "name": column,
+                    "type": self.type,
+                    "hideable": source_and_config["source"] != "metadata",
+                    "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
+                    "results": [self._value(column, value, count) for value, count in counts[:facet_size]],
+                    "truncated": len(counts) > facet_size,
+                }
+            )
+        return results, timed_out
+
+    def _value(self, column, value, count):
+        arg = self.filter_arg(column)
+        selected = (arg, str(value)) in self.get_querystring_pairs()
+        toggle = (path_with_removed_args if selected else path_with_added_args)(self.request, {arg: value})
+        return {
+            "value": value,
+            "label": value,
+            "count": count,
+            "toggle_url": self.ds.absolute_url(self.request, self.ds.urls.path(toggle)),
+            "selected": selected,
+        }
+
+    async def _count_live(self, column, limit):
+        rows = await self.ds.execute(
+            self.database,
+            self.live_sql(escape_sqlite(column), limit),
+            self.params,
+            truncate=False,
+            custom_time_limit=self.ds.setting("facet_time_limit_ms"),
+        )
+        return [(row["value"], row["count"]) for row in rows.rows]
+
+    async def _stored_counts(self):
+        """{column: [(value, count), ...] in Datasette's order}; empty unless the page is the whole
+        table or the table filtered by one tag (`?tag=develop`)."""
+        db = self.ds.get_database(self.database)
+        tag = self._tag_filter()
+        if tag is None or db.is_mutable or not await db.table_exists("facet_counts"):
+            return {}
+        rows = await db.execute(
+            "SELECT column_name, value, sum(count) AS total FROM facet_counts"
+            " WHERE table_name = :table AND (:tag IS NULL OR tag = :tag)"
+            " GROUP BY column_name, value ORDER BY column_name, total DESC, value",
+            {"table": self.table, "tag": tag or None},
+        )
+        stored = {}
+        for column, value, count in rows.rows:
+            stored.setdefault(column, []).append((value, count))
+        return stored
+
+    def _tag_filter(self):
+        """'' for the whole table, the tag for `?tag=X` alone, None for any other filter."""
+        whole_table = f" from {escape_sqlite(self.table)} "
+        if not self.params and self.sql.endswith(whole_table):
+            return ""
+        # The SQL Datasette writes for ?tag=X (its exact filter), and no other condition.
+        if self.sql.endswith(f'{whole_table}where "tag" = :p0 ') and list(self.params) == ["p0"]:
+            return str(self.params["p0"])
+        return None
+
+
+class PrecountedColumnFacet(_Precounted):
+    type = "precounted"
+
+    @staticmethod
+    def filter_arg(column):
+        return f"{column}__exact" if column.startswith("_") else column
+
+    def live_sql(self, column, limit):
+        return (
+            f"select {column} as value, count(*) as count from ({self.sql}) where {column} is not null"
+            f" group by {column} order by count desc, value limit {limit}"
+        )
+
+
+class PrecountedArrayFacet(_Precounted):
+    type = "precounted_array"
+
+    @staticmethod
+    def filter_arg(column):
+        return f"{column}__arraycontains"
+
+    def live_sql(self, column, limit):
+        # Datasette 0.65's array facet puts json_each before the rows it reads ("json_each(inner.x) join
+        # inner"); over this view SQLite 3.40 then finds no rows at all. The arrays here are sets, so
+        # each (row, value) pair counts once without Datasette's DISTINCT.
+        return (
+            f"with inner as ({self.sql}) select j.value as value, count(*) as count"
+            f" from inner join json_each(inner.{column}) j group by j.value order by count desc, value limit {limit}"
+        )

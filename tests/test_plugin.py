@@ -1,0 +1,175 @@
+"""The Datasette plugin: unfiltered binaries and binary_stacks pages count and facet from the build's counts."""
+
+import json
+import re
+import sqlite3
+import urllib.parse
+
+import pytest
+from datasette.app import Datasette
+
+from spack_cache_db import describe
+
+METADATA = describe.build_metadata()
+FACETS = {
+    "binaries": {"tag": "column", "os": "column", "target": "column", "compiler": "column", "stacks": "array"},
+    "binary_stacks": {"stack": "column", "tag": "column"},
+}
+
+
+def served(db_path, immutable=True):
+    if immutable:
+        return Datasette(immutables=[str(db_path)], metadata=METADATA)
+    return Datasette([str(db_path)], metadata=METADATA)
+
+
+def live_facet(db_path, table, column, kind, where="", params=()):
+    """Datasette's answer computed the slow way: {value: count}, every value."""
+    conn = sqlite3.connect(db_path)
+    if kind == "array":
+        sql = f"SELECT j.value, count(*) FROM {table}, json_each({table}.{column}) j {where} GROUP BY j.value"
+    else:
+        sql = f"SELECT {column}, count(*) FROM {table} {where} GROUP BY {column}"
+    return dict(conn.execute(sql, params).fetchall())
+
+
+def shown(facet):
+    return {value["value"]: value["count"] for value in facet["results"]}
+
+
+async def get_json(ds, path):
+    response = await ds.client.get(path)
+    assert response.status_code == 200, response.text[:500]
+    return response.json()
+
+
+@pytest.mark.parametrize("table", sorted(FACETS))
+@pytest.mark.asyncio
+async def test_unfiltered_page_counts_and_facets_equal_live_counts(cache_db, table):
+    data = await get_json(served(cache_db), f"/cache/{table}.json?_facet_size=max")
+    live_count = sqlite3.connect(cache_db).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    assert data["filtered_table_rows_count"] == live_count
+    assert sorted(data["facet_results"]) == sorted(FACETS[table])
+    for column, kind in FACETS[table].items():
+        facet = data["facet_results"][column]
+        assert shown(facet) == live_facet(cache_db, table, column, kind), column
+        counts = [(-value["count"], value["value"]) for value in facet["results"]]
+        assert counts == sorted(counts), f"{column}: not in Datasette's order (count, then value)"
+
+
+@pytest.mark.asyncio
+async def test_immutable_and_mutable_serving_show_the_same_facets(cache_db):
+    """Mutable serving cannot trust stored counts and computes them: both must agree, values and links."""
+    answers = [await get_json(served(cache_db, immutable), "/cache/binaries.json") for immutable in (True, False)]
+    precounted, live = (answer["facet_results"] for answer in answers)
+    assert precounted == live
+    assert answers[0]["filtered_table_rows_count"] == answers[1]["filtered_table_rows_count"]
+
+
+@pytest.mark.asyncio
+async def test_default_facet_size_truncates_like_datasette(cache_db):
+    data = await get_json(served(cache_db), "/cache/binaries.json?_facet_size=3")
+    facet = data["facet_results"]["compiler"]
+    everything = live_facet(cache_db, "binaries", "compiler", "column")
+    assert len(facet["results"]) == 3 and facet["truncated"] == (len(everything) > 3)
+
+
+@pytest.mark.asyncio
+async def test_a_filtered_page_counts_live(cache_db):
+    ds = served(cache_db)
+    data = await get_json(ds, "/cache/binaries.json?tag=develop")
+    assert shown(data["facet_results"]["tag"]) == {"develop": data["filtered_table_rows_count"]}
+    assert shown(data["facet_results"]["os"]) == live_facet(cache_db, "binaries", "os", "column", "WHERE tag = ?", ["develop"])
+    assert shown(data["facet_results"]["stacks"]) == live_facet(
+        cache_db, "binaries", "stacks", "array", "WHERE tag = ?", ["develop"]
+    )
+
+
+@pytest.mark.parametrize("column", ["os", "stacks"])
+@pytest.mark.asyncio
+async def test_following_a_facet_value_shows_that_many_rows(cache_db, column):
+    ds = served(cache_db)
+    facet = (await get_json(ds, "/cache/binaries.json"))["facet_results"][column]
+    first = facet["results"][0]
+    target = urllib.parse.urlsplit(first["toggle_url"])
+    filtered = await get_json(ds, f"{target.path}?{target.query}&_shape=objects")
+    assert filtered["filtered_table_rows_count"] == first["count"]
+    assert all(
+        (first["value"] in json.loads(row[column])) if column == "stacks" else row[column] == first["value"]
+        for row in filtered["rows"]
+    )
+
+
+@pytest.mark.asyncio
+async def test_html_page_shows_facets_and_the_row_count(cache_db):
+    response = await served(cache_db).client.get("/cache/binaries")
+    assert response.status_code == 200
+    live_count = sqlite3.connect(cache_db).execute("SELECT count(*) FROM binaries").fetchone()[0]
+    assert re.search(rf">\s*{live_count:,} rows\s*<", response.text), "the page should say how many rows"
+    assert "These facets timed out" not in response.text
+    develop = live_facet(cache_db, "binaries", "tag", "column")["develop"]
+    assert re.search(rf'href="[^"]*\?tag=develop"[^>]*>develop</a>\s*{develop:,}', response.text)
+
+
+@pytest.mark.asyncio
+async def test_database_page_counts_every_table(cache_db):
+    data = await get_json(served(cache_db), "/cache.json")
+    conn = sqlite3.connect(cache_db)
+    for table in data["tables"]:
+        assert table["count"] == conn.execute(f'SELECT count(*) FROM "{table["name"]}"').fetchone()[0], table["name"]
+
+
+@pytest.mark.asyncio
+async def test_an_inspect_file_given_to_datasette_is_left_as_it_is(cache_db):
+    inspect_data = {"cache": {"hash": "given", "size": 1, "file": "cache.db", "tables": {"binaries": {"count": 7}}}}
+    ds = Datasette(immutables=[str(cache_db)], metadata=METADATA, inspect_data=inspect_data)
+    data = await get_json(ds, "/cache/binaries.json")
+    assert data["filtered_table_rows_count"] == 7
+    assert ds.inspect_data == inspect_data
+
+
+@pytest.mark.parametrize("tag", ["develop", "v0.23.1"])
+@pytest.mark.asyncio
+async def test_a_page_of_one_tag_facets_from_stored_counts_that_equal_live_ones(cache_db, tag):
+    data = await get_json(served(cache_db), f"/cache/binaries.json?tag={tag}&_facet_size=max")
+    tag_facet = data["facet_results"]["tag"]["results"]
+    assert [(v["value"], v["count"], v["selected"]) for v in tag_facet] == [(tag, data["filtered_table_rows_count"], True)]
+    assert "tag" not in urllib.parse.parse_qs(urllib.parse.urlsplit(tag_facet[0]["toggle_url"]).query)
+    for column, kind in FACETS["binaries"].items():
+        expected = live_facet(cache_db, "binaries", column, kind, "WHERE tag = ?", [tag])
+        assert shown(data["facet_results"][column]) == expected, column
+
+
+@pytest.mark.asyncio
+async def test_whole_and_one_tag_pages_read_facet_counts_and_other_filters_do_not(cache_db, tmp_path):
+    """Marked counts in a copy show where the plugin reads facet_counts, and only there."""
+    copy = tmp_path / "cache.db"
+    copy.write_bytes(cache_db.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE facet_counts SET count = count + 1000 WHERE column_name = 'os'")
+    ds = served(copy)
+    truth = live_facet(cache_db, "binaries", "os", "column")
+    whole = await get_json(ds, "/cache/binaries.json")
+    assert {value: count - 1000 * len(tags_with_os(cache_db, value)) for value, count in shown(whole["facet_results"]["os"]).items()} == truth
+    one_tag = await get_json(ds, "/cache/binaries.json?tag=develop")
+    assert all(count > 1000 for count in shown(one_tag["facet_results"]["os"]).values())
+    for other in ["?package=bolt", "?tag=develop&package=bolt", "?tag__not=develop", "?_search=bolt"]:
+        filtered = await get_json(ds, f"/cache/binaries.json{other}")
+        assert all(count < 1000 for count in shown(filtered["facet_results"]["os"]).values()), other
+
+
+def tags_with_os(db_path, os):
+    return {row[0] for row in sqlite3.connect(db_path).execute("SELECT DISTINCT tag FROM binaries WHERE os = ?", [os])}
+
+
+def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
+    configured = {
+        (table, next(iter(facet.values())))
+        for table, settings in METADATA["databases"]["cache"]["tables"].items()
+        for facet in settings.get("facets", [])
+        if isinstance(facet, dict) and next(iter(facet)).startswith("precounted")
+    }
+    counted = set(sqlite3.connect(cache_db).execute("SELECT DISTINCT table_name, column_name FROM facet_counts"))
+    assert configured == {(table, column) for table, columns in FACETS.items() for column in columns}
+    assert configured <= counted
+
