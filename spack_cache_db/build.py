@@ -79,7 +79,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
                 )
             summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
             finished = temporary
-            if existing is None or _has_free_pages(conn):
+            if existing is None or _worth_compacting(conn):
                 conn.execute("VACUUM INTO ?", (str(compacted),))
                 finished = compacted
         finally:
@@ -183,6 +183,7 @@ def _load(conn, plan, summary, keep_going, progress):
     changed_tags = set()
     if gone:
         changed_tags.update(load.delete_pages(conn, gone))
+    if changed_tags:  # pages went: whatever only they used goes too
         load.prune_orphans(conn, full_text=True)
     loader = load.Loader(conn)
     if progress:
@@ -249,16 +250,20 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     conn.execute("ANALYZE")
     table_counts = _write_build_info(conn, paths, plan)
     refresh_counts(conn, None if full else changed_tags)
-    problems = load.foreign_key_problems(conn)
+    # foreign_keys = ON has checked every write of this build; the whole check is a second look at a new
+    # file. An incremental build starts from a file that passed it, so there it would only cost time.
+    problems = load.foreign_key_problems(conn) if full else []
     if problems:
         raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
     conn.execute("COMMIT")
     return table_counts
 
 
-def _has_free_pages(conn):
-    """Pages freed by deletions: only then is an incremental build worth compacting."""
-    return conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+def _worth_compacting(conn):
+    """An incremental build compacts the file once over 5% of it is free pages; fewer are reused by the next
+    build, and copying the whole file for them would cost more than the build itself."""
+    free, total = (conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("freelist_count", "page_count"))
+    return free * 20 > total
 
 
 def _write_build_info(conn, paths, plan):

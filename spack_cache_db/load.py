@@ -142,6 +142,8 @@ class Loader:
             )
         tag_id = self.tag_id(page.tag)
         package_id = self._named_id("packages", page.title)
+        if self.database_has_specs:
+            self._look_up_in_database([spec.hash for spec in specs if spec.hash not in self.spec_ids])
         rows = [self._spec_row(page, package_id, number, spec) for number, spec in enumerate(specs)]
         page_id = self.next_id["pages"]
         self.next_id["pages"] += 1
@@ -192,8 +194,6 @@ class Loader:
             configuration_id = self._configuration_id(page.title, package_id, built)
             self.configuration_by_built[(package_id, built.number)] = configuration_id
         known = self.spec_ids.get(spec.hash)
-        if known is None and self.database_has_specs:
-            known = self._spec_in_database(spec.hash)
         new_spec = None
         if known is None:
             spec_id = self.next_id["specs"]
@@ -223,15 +223,16 @@ class Loader:
         extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         return spec.hash, new_spec, listing_id, (position, int(built.compiler_exact), standard_tarball, extra)
 
-    def _spec_in_database(self, spec_hash):
-        row = self.conn.execute("SELECT id, configuration_id, size FROM specs WHERE hash = ?", (spec_hash,)).fetchone()
-        if row is None:
-            return None
-        spec_id, configuration_id, size = row
-        self.spec_ids[spec_hash] = spec_id | configuration_id << 32
-        if size is not None:
-            self.spec_sizes[spec_hash] = size
-        return self.spec_ids[spec_hash]
+    def _look_up_in_database(self, hashes):
+        """Remember the specs of an earlier build among these hashes: one query per page."""
+        rows = self.conn.execute(
+            "SELECT hash, id, configuration_id, size FROM specs WHERE hash IN (SELECT value FROM json_each(?))",
+            (json.dumps(hashes),),
+        )
+        for spec_hash, spec_id, configuration_id, size in rows:
+            self.spec_ids[spec_hash] = spec_id | configuration_id << 32
+            if size is not None:
+                self.spec_sizes[spec_hash] = size
 
     def _first_path(self, spec_id):
         """The page that listed a spec first: still queued, or already written."""
