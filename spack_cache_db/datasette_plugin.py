@@ -98,6 +98,11 @@ class _Precounted(Facet):
         )
         return [(row["value"], row["count"]) for row in rows.rows]
 
+    def rows_of(self, column):
+        # SQLite drops the joins a query does not need only when it is no aggregate: the column is
+        # read in a query of its own, then counted (a fifth faster on the 13-join binaries view).
+        return f"facet as materialized (select {column} as value from ({self.sql}))"
+
     async def _stored_counts(self):
         """{column: [(value, count), ...] in Datasette's order}; empty unless the page is the whole
         table or the table filtered by one tag (`?tag=develop`)."""
@@ -136,8 +141,8 @@ class PrecountedColumnFacet(_Precounted):
 
     def live_sql(self, column, limit):
         return (
-            f"select {column} as value, count(*) as count from ({self.sql}) where {column} is not null"
-            f" group by {column} order by count desc, value limit {limit}"
+            f"with {self.rows_of(column)} select value, count(*) as count from facet where value is not null"
+            f" group by value order by count desc, value limit {limit}"
         )
 
 
@@ -153,6 +158,6 @@ class PrecountedArrayFacet(_Precounted):
         # inner"); over this view SQLite 3.40 then finds no rows at all. The arrays here are sets, so
         # each (row, value) pair counts once without Datasette's DISTINCT.
         return (
-            f"with inner as ({self.sql}) select j.value as value, count(*) as count"
-            f" from inner join json_each(inner.{column}) j group by j.value order by count desc, value limit {limit}"
+            f"with {self.rows_of(column)} select j.value as value, count(*) as count"
+            f" from facet join json_each(facet.value) j group by j.value order by count desc, value limit {limit}"
         )
