@@ -53,27 +53,31 @@ class _Precounted(Facet):
         return []  # Datasette's own column and array facets already suggest these columns
 
     async def facet_results(self):
-        results, timed_out = [], []
+        configs = [
+            (source_and_config["config"].get("column") or source_and_config["config"]["simple"], source_and_config["source"])
+            for source_and_config in self.get_configs()
+        ]
         facet_size = self.get_facet_size()
-        stored = await self._stored_counts()
-        for source_and_config in self.get_configs():
-            config = source_and_config["config"]
-            column = config.get("column") or config["simple"]
+        counts = await self._stored_counts()
+        live = [column for column, _ in configs if column not in counts]
+        timed_out = []
+        if live:
             try:
-                counts = stored[column] if column in stored else await self._count_live(column, facet_size + 1)
+                counts.update(await self._count_live(live, facet_size + 1))
             except QueryInterrupted:
-                timed_out.append(column)
-                continue
-            results.append(
-                {
-                    "name": column,
-                    "type": self.type,
-                    "hideable": source_and_config["source"] != "metadata",
-                    "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
-                    "results": [self._value(column, value, count) for value, count in counts[:facet_size]],
-                    "truncated": len(counts) > facet_size,
-                }
-            )
+                timed_out = live
+        results = [
+            {
+                "name": column,
+                "type": self.type,
+                "hideable": source != "metadata",
+                "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
+                "results": [self._value(column, value, count) for value, count in counts.get(column, [])[:facet_size]],
+                "truncated": len(counts.get(column, [])) > facet_size,
+            }
+            for column, source in configs
+            if column not in timed_out
+        ]
         return results, timed_out
 
     def _value(self, column, value, count):
@@ -88,20 +92,28 @@ class _Precounted(Facet):
             "selected": selected,
         }
 
-    async def _count_live(self, column, limit):
+    async def _count_live(self, columns, limit):
+        """{column: [(value, count), ...]} of the filtered rows, the first `limit` of each column.
+
+        One query for all of them: the rows are read once, with only these columns, into a
+        materialized table (SQLite drops the joins a query does not need only when it is no
+        aggregate), then each column is counted from it."""
+        selected = ", ".join(escape_sqlite(column) for column in columns)
+        counted = " union all ".join(self.count_sql(number, escape_sqlite(column)) for number, column in enumerate(columns))
         rows = await self.ds.execute(
             self.database,
-            self.live_sql(escape_sqlite(column), limit),
+            f"with facet as materialized (select {selected} from ({self.sql})),"
+            f" counted as ({counted}),"
+            " ranked as (select *, row_number() over (partition by number order by count desc, value) as place from counted)"
+            f" select number, value, count from ranked where place <= {limit} order by number, place",
             self.params,
             truncate=False,
             custom_time_limit=self.ds.setting("facet_time_limit_ms"),
         )
-        return [(row["value"], row["count"]) for row in rows.rows]
-
-    def rows_of(self, column):
-        # SQLite drops the joins a query does not need only when it is no aggregate: the column is
-        # read in a query of its own, then counted (a fifth faster on the 13-join binaries view).
-        return f"facet as materialized (select {column} as value from ({self.sql}))"
+        counts = {}
+        for number, value, count in rows.rows:
+            counts.setdefault(columns[number], []).append((value, count))
+        return counts
 
     async def _stored_counts(self):
         """{column: [(value, count), ...] in Datasette's order}; empty unless the page is the whole
@@ -139,10 +151,11 @@ class PrecountedColumnFacet(_Precounted):
     def filter_arg(column):
         return f"{column}__exact" if column.startswith("_") else column
 
-    def live_sql(self, column, limit):
+    @staticmethod
+    def count_sql(number, column):
         return (
-            f"with {self.rows_of(column)} select value, count(*) as count from facet where value is not null"
-            f" group by value order by count desc, value limit {limit}"
+            f"select {number} as number, {column} as value, count(*) as count from facet"
+            f" where {column} is not null group by {column}"
         )
 
 
@@ -153,11 +166,12 @@ class PrecountedArrayFacet(_Precounted):
     def filter_arg(column):
         return f"{column}__arraycontains"
 
-    def live_sql(self, column, limit):
+    @staticmethod
+    def count_sql(number, column):
         # Datasette 0.65's array facet puts json_each before the rows it reads ("json_each(inner.x) join
         # inner"); over this view SQLite 3.40 then finds no rows at all. The arrays here are sets, so
         # each (row, value) pair counts once without Datasette's DISTINCT.
         return (
-            f"with {self.rows_of(column)} select j.value as value, count(*) as count"
-            f" from facet join json_each(facet.value) j group by j.value order by count desc, value limit {limit}"
+            f"select {number} as number, j.value as value, count(*) as count"
+            f" from facet join json_each(facet.{column}) j group by j.value"
         )
