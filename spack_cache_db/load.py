@@ -26,10 +26,7 @@ INSERTS = {
         "INSERT INTO configurations (id, version_id, compiler_id, os_id, platform_id, target_id, variant_set_id, spec)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     ),
-    "listings": (
-        "INSERT INTO listings (id, configuration_id, stack_set_id, package, version, compiler, os, platform,"
-        " target, variants, stacks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ),
+    "listings": "INSERT INTO listings (id, configuration_id, stack_set_id) VALUES (?, ?, ?)",
     "tags": (
         "INSERT INTO tags (id, name, kind, snapshot_date, release_version, sort_order, mirror_url)"
         " VALUES (?, ?, ?, ?, ?, 0, ?)"
@@ -212,7 +209,7 @@ class Loader:
             )
         listing_id = self.listing_by_stacks.get((configuration_id, spec.stacks))
         if listing_id is None:
-            listing_id = self._listing_id(page.title, spec, configuration_id, self._stack_set_id(spec.stacks))
+            listing_id = self._listing_id(configuration_id, self._stack_set_id(spec.stacks))
             self.listing_by_stacks[(configuration_id, spec.stacks)] = listing_id
         extra, standard_tarball = spec.extra, 0
         if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
@@ -307,28 +304,12 @@ class Loader:
 
         return self._id("stack_sets", stacks, add)
 
-    def _listing_id(self, package, spec, configuration_id, stack_set_id):
-        built = spec.built
-
-        def add(new_id):
-            self.queue(
-                "listings",
-                (
-                    new_id,
-                    configuration_id,
-                    stack_set_id,
-                    package,
-                    built.version,
-                    str(built.compiler),
-                    built.os,
-                    built.platform,
-                    built.target,
-                    " ".join(v.raw for v in built.variants),
-                    " ".join(spec.stacks),
-                ),
-            )
-
-        return self._id("listings", (configuration_id, stack_set_id), add)
+    def _listing_id(self, configuration_id, stack_set_id):
+        return self._id(
+            "listings",
+            (configuration_id, stack_set_id),
+            lambda new_id: self.queue("listings", (new_id, configuration_id, stack_set_id)),
+        )
 
     def checkpoint(self):
         return dict(self.next_id), {table: len(rows) for table, rows in self.pending.items()}
@@ -405,9 +386,9 @@ def delete_pages(conn, paths):
     return tag_ids
 
 
-FTS_COLUMNS = {
-    "listings_fts": ("listings", "package, version, compiler, os, platform, target, variants, stacks"),
-    "packages_fts": ("packages", "name"),
+FTS_COLUMNS = {  # full-text index: (the table of its rows, what it reads their text from, the columns)
+    "listings_fts": ("listings", "listing_texts", "package, version, compiler, os, platform, target, variants, stacks"),
+    "packages_fts": ("packages", "packages", "name"),
 }
 
 ORPHANS = [
@@ -434,20 +415,20 @@ ORPHANS = [
 def prune_orphans(conn, full_text):
     """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step."""
     for table, condition in ORPHANS:
-        for fts, (content, columns) in FTS_COLUMNS.items():
-            if full_text and content == table:
+        for fts, (rows, content, columns) in FTS_COLUMNS.items():
+            if full_text and rows == table:
                 conn.execute(
-                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {table} WHERE {condition}"
+                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content} WHERE {condition}"
                 )
         conn.execute(f"DELETE FROM {table} WHERE {condition}")
 
 
 def index_new_rows(conn, first_ids):
     """Add rows created in this build to the full-text indexes."""
-    for fts, (content, columns) in FTS_COLUMNS.items():
+    for fts, (rows, content, columns) in FTS_COLUMNS.items():
         conn.execute(
             f"INSERT INTO {fts} (rowid, {columns}) SELECT id, {columns} FROM {content} WHERE id >= ?",
-            (first_ids[content],),
+            (first_ids[rows],),
         )
 
 

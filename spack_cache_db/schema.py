@@ -105,14 +105,6 @@ CREATE TABLE listings (
     id INTEGER PRIMARY KEY,
     configuration_id INTEGER NOT NULL REFERENCES configurations(id),
     stack_set_id INTEGER NOT NULL REFERENCES stack_sets(id),
-    package TEXT NOT NULL,
-    version TEXT NOT NULL,
-    compiler TEXT NOT NULL,
-    os TEXT NOT NULL,
-    platform TEXT NOT NULL,
-    target TEXT NOT NULL,
-    variants TEXT NOT NULL,
-    stacks TEXT NOT NULL,
     UNIQUE (configuration_id, stack_set_id)
 );
 CREATE TABLE sources (
@@ -195,7 +187,7 @@ CREATE INDEX problems_by_path ON problems(path);
 FULL_TEXT = """
 CREATE VIRTUAL TABLE listings_fts USING fts5(
     package, version, compiler, os, platform, target, variants, stacks,
-    content="listings", content_rowid="id"
+    content="listing_texts", content_rowid="id"
 );
 CREATE VIRTUAL TABLE packages_fts USING fts5(
     name, content="packages", content_rowid="id", tokenize="trigram"
@@ -240,6 +232,30 @@ LEFT JOIN platforms ON platforms.id = configurations.platform_id
 LEFT JOIN targets ON targets.id = configurations.target_id
 LEFT JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
 LEFT JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
+
+-- What the full-text index reads: a listing spelled out. The index keeps only its tokens; the text
+-- is read from the tables each time, so it is not stored twice.
+CREATE VIEW listing_texts AS
+SELECT
+    listings.id AS id,
+    packages.name AS package,
+    versions.version AS version,
+    compilers.label AS compiler,
+    oss.name AS os,
+    platforms.name AS platform,
+    targets.name AS target,
+    variant_sets.variants AS variants,
+    stack_sets.stacks AS stacks
+FROM listings
+JOIN configurations ON configurations.id = listings.configuration_id
+JOIN versions ON versions.id = configurations.version_id
+JOIN packages ON packages.id = versions.package_id
+JOIN compilers ON compilers.id = configurations.compiler_id
+JOIN oss ON oss.id = configurations.os_id
+JOIN platforms ON platforms.id = configurations.platform_id
+JOIN targets ON targets.id = configurations.target_id
+JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
 
 CREATE VIEW binary_stacks AS
 SELECT

@@ -33,9 +33,11 @@ CANONICAL = {
     "variant_sets": "SELECT variants FROM variant_sets ORDER BY variants",
     "stack_sets": "SELECT stacks FROM stack_sets ORDER BY stacks",
     "configurations": "SELECT spec FROM configurations ORDER BY spec",
-    "listings": "SELECT package, version, compiler, os, platform, target, variants, stacks FROM listings ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
-    "search": "SELECT listings.package, listings.target, listings.stacks FROM listings_fts"
-    " JOIN listings ON listings.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt' ORDER BY 1, 2, 3",
+    "listings": "SELECT package, version, compiler, os, platform, target, variants, stacks FROM listing_texts"
+    " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+    "search": "SELECT listing_texts.package, listing_texts.target, listing_texts.stacks FROM listings_fts"
+    " JOIN listing_texts ON listing_texts.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt'"
+    " ORDER BY 1, 2, 3",
     "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
     "facet_counts": "SELECT * FROM facet_counts ORDER BY table_name, tag, column_name, value",
     # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics

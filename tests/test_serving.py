@@ -46,7 +46,7 @@ async def test_non_utf8_percent_escapes_are_answered(ds, name, raw):
         "/cache/binaries.json?_search=" + "x" * 10000,
         "/cache/binaries.json?_search=-- ; DROP TABLE specs",
         "/cache/binaries.json?package=%27%3B+DROP+TABLE+specs%3B+--",
-        "/cache/listings.json?_search=*",
+        "/cache/listing_texts.json?_search=*",
         "/cache/packages.json?_search=%22%28",
     ],
 )
