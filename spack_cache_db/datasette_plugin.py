@@ -69,7 +69,7 @@ class _Precounted(Facet):
         results = [
             {
                 "name": column,
-                "type": self.type,
+                "type": self.shown_as,  # the page names a facet's type unless it is "column"
                 "hideable": source != "metadata",
                 "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
                 "results": [self._value(column, value, count) for value, count in counts.get(column, [])[:facet_size]],
@@ -146,6 +146,7 @@ class _Precounted(Facet):
 
 class PrecountedColumnFacet(_Precounted):
     type = "precounted"
+    shown_as = "column"
 
     @staticmethod
     def filter_arg(column):
@@ -161,6 +162,7 @@ class PrecountedColumnFacet(_Precounted):
 
 class PrecountedArrayFacet(_Precounted):
     type = "precounted_array"
+    shown_as = "array"
 
     @staticmethod
     def filter_arg(column):

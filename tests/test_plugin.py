@@ -107,6 +107,8 @@ async def test_html_page_shows_facets_and_the_row_count(cache_db):
     live_count = sqlite3.connect(cache_db).execute("SELECT count(*) FROM binaries").fetchone()[0]
     assert re.search(rf">\s*{live_count:,} rows\s*<", response.text), "the page should say how many rows"
     assert "These facets timed out" not in response.text
+    assert "precounted" not in response.text, "a facet's heading should not name the plugin's facet type"
+    assert re.search(r"stacks \(array\)", response.text)
     develop = live_facet(cache_db, "binaries", "tag", "column")["develop"]
     assert re.search(rf'href="[^"]*\?tag=develop"[^>]*>develop</a>\s*{develop:,}', response.text)
 
