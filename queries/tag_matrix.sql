@@ -20,15 +20,13 @@ in_stack AS (
     JOIN stacks ON stacks.name = args.stack
     JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
 ),
--- The tag's pages, with how many of their binaries are in the stack: all of them without a stack;
--- with one, what the page's meta.num_specs_by_stack says when the meta can be trusted, and unknown
--- (NULL) otherwise. The build compares every page's meta with its spec_details and records any
+-- With a stack, the tag's pages and how many of their binaries are in it: what the page's
+-- meta.num_specs_by_stack says when the meta can be trusted, and unknown (NULL) otherwise. The build compares every page's meta with its spec_details and records any
 -- disagreement in problems, so on a page with no problem it gives exactly the page's binaries per
 -- stack. Of a key given twice, the last counts, as the build read it.
 checked_pages AS (
     SELECT pages.id, pages.package_id, pages.num_specs,
         CASE
-            WHEN args.stack = '' THEN pages.num_specs
             WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
             THEN coalesce((
                 SELECT CAST(by_stack.value AS INTEGER)
@@ -39,9 +37,10 @@ checked_pages AS (
     FROM chosen
     CROSS JOIN args
     CROSS JOIN pages ON pages.tag_id = chosen.id
+    WHERE args.stack != ''
 ),
--- Binaries per configuration and package. A page with all its binaries in the stack (every page,
--- without a stack) is read through its specs, which a page has mostly numbered together and so are
+-- Binaries per configuration and package. A page with all its binaries in the stack is read through
+-- its specs, which a page has mostly numbered together and so are
 -- read close to in order. A page with only some of them in the stack, or unknown, is counted per
 -- listing first, from page_specs alone (a listing is one package's configuration in one set of
 -- stacks), and then only the listings of that stack are kept. A page with none is not read.
@@ -83,5 +82,11 @@ FROM per_cell
 JOIN oss ON oss.id = per_cell.os_id
 JOIN targets ON targets.id = per_cell.target_id
 JOIN compilers ON compilers.id = per_cell.compiler_id
-ORDER BY oss.name, targets.name, compilers.label
+UNION ALL
+-- A whole tag: the build counted its cells (tag_cells), from the same binaries.
+SELECT tag_cells.os, tag_cells.target, tag_cells.compiler, tag_cells.binaries, tag_cells.packages, tag_cells.tag
+FROM args
+JOIN tag_cells ON tag_cells.tag = args.tag
+WHERE args.stack = ''
+ORDER BY 1, 2, 3
 LIMIT 1000

@@ -169,6 +169,15 @@ CREATE TABLE facet_counts (
     count INTEGER NOT NULL,
     PRIMARY KEY (table_name, tag, column_name, value)
 ) WITHOUT ROWID;
+CREATE TABLE tag_cells (
+    tag TEXT NOT NULL,
+    os TEXT NOT NULL,
+    target TEXT NOT NULL,
+    compiler TEXT NOT NULL,
+    binaries INTEGER NOT NULL,
+    packages INTEGER NOT NULL,
+    PRIMARY KEY (tag, os, target, compiler)
+) WITHOUT ROWID;
 CREATE TABLE build_info (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -277,22 +286,31 @@ JOIN stacks ON stacks.id = stack_set_members.stack_id;
 
 # Counting or faceting the binaries view live takes seconds on the whole history; the Datasette
 # plugin (datasette_plugin.py) answers the row counts of whole tables and these facets, for every
-# tag or one, from counts taken at build time. A build recounts only the tags whose pages it changed,
-# in two steps that avoid sorting a million rows at once: binaries per (page, listing), then per
-# tag and the ids the facets need (about a thousand rows on the whole history).
+# tag or one, from counts taken at build time; tag_cells answers tag_matrix for a whole tag. A build
+# recounts only the tags whose pages it changed, in steps that avoid sorting a million rows at once:
+# binaries per (page, listing), then per tag, package and the ids the counts need.
 _COUNT_BINARIES = [
     """CREATE TEMP TABLE page_listing_counts AS
     SELECT page_id, listing_id, count(*) AS n
     FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
     WHERE pages.tag_id IN (SELECT id FROM recount)
     GROUP BY page_id, listing_id""",
-    """CREATE TEMP TABLE binary_counts AS
-    SELECT pages.tag_id, listings.stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
+    """CREATE TEMP TABLE package_counts AS
+    SELECT pages.tag_id, pages.package_id, listings.stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
     FROM page_listing_counts
     CROSS JOIN pages ON pages.id = page_id
     CROSS JOIN listings ON listings.id = listing_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
-    GROUP BY 1, 2, 3, 4, 5""",
+    GROUP BY 1, 2, 3, 4, 5, 6""",
+    """CREATE TEMP TABLE binary_counts AS
+    SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
+    FROM package_counts GROUP BY 1, 2, 3, 4, 5""",
+    """INSERT INTO tag_cells
+    SELECT tags.name, oss.name, targets.name, compilers.label, sum(n), count(DISTINCT package_id)
+    FROM package_counts
+    JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
+    JOIN compilers ON compilers.id = compiler_id
+    GROUP BY tag_id, os_id, target_id, compiler_id""",
 ]
 _STACKS = "JOIN stack_set_members USING (stack_set_id) JOIN stacks ON stacks.id = stack_set_members.stack_id"
 _FACET_COUNTS = {  # (view, column): (the column's value, the joins it needs)
@@ -323,10 +341,11 @@ def refresh_counts(conn, tag_ids=None):
         conn.execute("INSERT INTO recount SELECT id FROM tags")
     else:
         conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
-    conn.execute(
-        "DELETE FROM facet_counts WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
-        " OR tag NOT IN (SELECT name FROM tags)"
-    )
+    for table in ("facet_counts", "tag_cells"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
+            " OR tag NOT IN (SELECT name FROM tags)"
+        )
     for statement in _COUNT_BINARIES:
         conn.execute(statement)
     for (table, column), (value, joins) in _FACET_COUNTS.items():
@@ -335,7 +354,7 @@ def refresh_counts(conn, tag_ids=None):
             f" FROM binary_counts JOIN tags ON tags.id = tag_id {joins} GROUP BY tags.name, {value}",
             (table, column),
         )
-    for temporary in ("recount", "page_listing_counts", "binary_counts"):
+    for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):
         conn.execute(f"DROP TABLE temp.{temporary}")
     counts = {"binaries": 0, "binary_stacks": 0, **dict(conn.execute(_VIEW_COUNTS))}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

@@ -232,6 +232,19 @@ async def test_tag_matrix_covers_the_whole_tag(ds):
     assert [(row["os"], row["target"], row["specs"]) for row in e4s] == [("ubuntu22.04", "x86_64_v3", 19)]
 
 
+async def test_tag_matrix_of_every_whole_tag_counts_what_binaries_holds(ds, cache_db):
+    with sqlite3.connect(cache_db) as conn:
+        tags = [row[0] for row in conn.execute("SELECT DISTINCT tag FROM binaries")]
+        for tag in tags:
+            expected = conn.execute(
+                "SELECT os, target, compiler, count(*), count(DISTINCT package) FROM binaries WHERE tag = ?"
+                " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+                [tag],
+            ).fetchall()
+            rows = await query(ds, "tag_matrix", tag=tag)
+            assert [(r["os"], r["target"], r["compiler"], r["specs"], r["packages"]) for r in rows] == expected, tag
+
+
 async def test_hash_lookup_by_prefix(ds, cache_db):
     with sqlite3.connect(cache_db) as conn:
         (shared,) = conn.execute(
