@@ -71,7 +71,7 @@ found AS (
         compilers.label AS compiler,
         oss.name AS os,
         targets.name AS target,
-        configurations.spec,
+        (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
         specs.hash,
         stack_sets.stacks,
         tags.name AS tag,

@@ -43,7 +43,7 @@ SELECT
     found.hash,
     packages.name AS package,
     versions.version,
-    configurations.spec,
+    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
     per_spec.tags,
     per_spec.stacks,
     'spack mirror add ' || per_spec.newest_tag || ' ' || per_spec.newest_mirror_url || char(10)

@@ -55,7 +55,7 @@ SELECT
     versions.version,
     specs.hash,
     listings_without_root.stacks,
-    configurations.spec,
+    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
     pages.path
 FROM args
 CROSS JOIN (SELECT 1 FROM without_root LIMIT 1) AS any_without_root

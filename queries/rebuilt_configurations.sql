@@ -39,12 +39,12 @@ SELECT
     packages.name AS package,
     versions.version,
     repeated.builds,
-    configurations.spec,
+    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
     repeated.hashes,
     (SELECT name FROM chosen) AS tag
 FROM repeated
 JOIN packages ON packages.id = repeated.package_id
 JOIN configurations ON configurations.id = repeated.configuration_id
 JOIN versions ON versions.id = configurations.version_id
-ORDER BY repeated.builds DESC, packages.name, versions.version_rank DESC, configurations.spec
+ORDER BY repeated.builds DESC, packages.name, versions.version_rank DESC, spec
 LIMIT 500

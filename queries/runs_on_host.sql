@@ -30,7 +30,7 @@ SELECT
     targets.name AS target,
     oss.name AS os,
     compilers.label AS compiler,
-    configurations.spec,
+    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
     specs.hash,
     stack_sets.stacks,
     'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)

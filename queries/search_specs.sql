@@ -30,7 +30,7 @@ found_narrow AS (
         packages.name AS package,
         versions.version,
         versions.version_rank,
-        configurations.spec,
+        (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
         specs.hash,
         stack_sets.stacks,
         tags.name AS tag,
@@ -55,7 +55,7 @@ found_broad AS (
         packages.name AS package,
         versions.version,
         versions.version_rank,
-        configurations.spec,
+        (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
         specs.hash,
         stack_sets.stacks,
         tags.name AS tag,
@@ -72,7 +72,7 @@ found_broad AS (
     JOIN stack_sets ON stack_sets.id = listings.stack_set_id
     WHERE NOT (SELECT yes FROM narrow) AND packages.name >= ''
       AND (args.q = '' OR page_specs.listing_id IN (SELECT listing_id FROM hits))
-    ORDER BY packages.name, versions.version_rank DESC, configurations.spec, specs.hash
+    ORDER BY packages.name, versions.version_rank DESC, spec, specs.hash
     LIMIT (SELECT CASE WHEN q = '' THEN 100 ELSE 1000 END FROM args)
 ),
 found AS (

@@ -17,14 +17,14 @@ INSERTS = {
     "targets": "INSERT INTO targets (id, name) VALUES (?, ?)",
     "variants": "INSERT INTO variants (id, raw, name, operator, value) VALUES (?, ?, ?, ?, ?)",
     "variant_values": "INSERT INTO variant_values (variant_id, position, value) VALUES (?, ?, ?)",
-    "variant_sets": "INSERT INTO variant_sets (id, variants) VALUES (?, ?)",
+    "variant_sets": "INSERT INTO variant_sets (id, variants, spec_variants) VALUES (?, ?, ?)",
     "variant_set_members": "INSERT INTO variant_set_members (variant_set_id, position, variant_id) VALUES (?, ?, ?)",
     "stacks": "INSERT INTO stacks (id, name) VALUES (?, ?)",
     "stack_sets": "INSERT INTO stack_sets (id, stacks) VALUES (?, ?)",
     "stack_set_members": "INSERT INTO stack_set_members (stack_set_id, stack_id) VALUES (?, ?)",
     "configurations": (
-        "INSERT INTO configurations (id, version_id, compiler_id, os_id, platform_id, target_id, variant_set_id, spec)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO configurations (id, version_id, compiler_id, os_id, platform_id, target_id, variant_set_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)"
     ),
     "listings": "INSERT INTO listings (id, configuration_id, stack_set_id) VALUES (?, ?, ?)",
     "tags": (
@@ -86,6 +86,7 @@ class Loader:
         for table in ("variant_sets", "stack_sets"):
             self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
+        self.built_of = {}  # configuration id -> (package, Built), for those this build added
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         # hash -> spec id | configuration id << 32 for the hashes of this build: one int per binary keeps a
         # history of millions in memory. Hashes already in the database are looked up when seen.
@@ -244,10 +245,15 @@ class Loader:
         return row[0] if row else "an earlier page"
 
     def _describe(self, configuration_id, size):
-        spec = next(
-            (row[-1] for row in self.pending["configurations"] if row[0] == configuration_id),
-            None,
-        ) or self.conn.execute("SELECT spec FROM configurations WHERE id = ?", (configuration_id,)).fetchone()[0]
+        if configuration_id in self.built_of:
+            package, built = self.built_of[configuration_id]
+            spec = normalise.spec_string(
+                package, built.version, built.variants, built.platform, built.os, built.target, built.compiler
+            )
+        else:
+            spec = self.conn.execute(
+                "SELECT spec FROM configuration_specs WHERE configuration_id = ?", (configuration_id,)
+            ).fetchone()[0]
         return spec if size is None else f"{spec} (size {size})"
 
     def _configuration_id(self, package, package_id, built):
@@ -270,10 +276,8 @@ class Loader:
         )
 
         def add(new_id):
-            text = normalise.spec_string(
-                package, built.version, built.variants, built.platform, built.os, built.target, built.compiler
-            )
-            self.queue("configurations", (new_id, *key, text))
+            self.queue("configurations", (new_id, *key))
+            self.built_of[new_id] = (package, built)
 
         return self._id("configurations", key, add)
 
@@ -290,7 +294,7 @@ class Loader:
         key = tuple(v.raw for v in variants)
 
         def add(new_id):
-            self.queue("variant_sets", (new_id, json.dumps(key, ensure_ascii=False)))
+            self.queue("variant_sets", (new_id, json.dumps(key, ensure_ascii=False), normalise.spec_variants(variants)))
             for position, variant in enumerate(variants):
                 self.queue("variant_set_members", (new_id, position, self._variant_id(variant)))
 
@@ -325,6 +329,8 @@ class Loader:
         for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
             for key in [k for k, v in memo.items() if v >= next_id[table]]:
                 del memo[key]
+        for configuration_id in [c for c in self.built_of if c >= next_id["configurations"]]:
+            del self.built_of[configuration_id]
         for spec_hash in [h for h, v in self.spec_ids.items() if v & 0xFFFFFFFF >= next_id["specs"]]:
             del self.spec_ids[spec_hash]
             self.spec_sizes.pop(spec_hash, None)

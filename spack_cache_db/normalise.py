@@ -154,14 +154,18 @@ def standard_tarball_url(tag, package, version, platform, os, target, compiler, 
     )
 
 
-def spec_string(package, version, variants, platform, os, target, compiler):
-    """Spack's spec syntax: name@version, booleans glued in name order, key=value pairs, arch, compiler last."""
+def spec_variants(variants):
+    """Variants as a spec string writes them: booleans glued in name order, then key=value pairs."""
     booleans = sorted((v for v in variants if v.is_boolean), key=lambda v: v.name)
     pairs = sorted((v for v in variants if not v.is_boolean), key=lambda v: v.name)
-    text = f"{package}@{version}" + "".join(v.raw for v in booleans)
-    for variant in pairs:
-        text += f" {variant.name}{variant.operator}{_quoted_if_needed(variant.value)}"
-    text += f" arch={platform}-{os}-{target}"
+    return "".join(v.raw for v in booleans) + "".join(
+        f" {v.name}{v.operator}{_quoted_if_needed(v.value)}" for v in pairs
+    )
+
+
+def spec_string(package, version, variants, platform, os, target, compiler):
+    """Spack's spec syntax: name@version, the variants, arch, compiler last (schema.SPEC_SQL writes the same)."""
+    text = f"{package}@{version}{spec_variants(variants)} arch={platform}-{os}-{target}"
     if compiler.name != "none":
         text += f" %{compiler}"
     return text

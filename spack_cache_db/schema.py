@@ -67,7 +67,8 @@ CREATE TABLE variant_values (
 ) WITHOUT ROWID;
 CREATE TABLE variant_sets (
     id INTEGER PRIMARY KEY,
-    variants TEXT NOT NULL UNIQUE
+    variants TEXT NOT NULL UNIQUE,
+    spec_variants TEXT NOT NULL
 );
 CREATE TABLE variant_set_members (
     variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id),
@@ -92,7 +93,6 @@ CREATE TABLE configurations (
     platform_id INTEGER NOT NULL REFERENCES platforms(id),
     target_id INTEGER NOT NULL REFERENCES targets(id),
     variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id),
-    spec TEXT NOT NULL,
     UNIQUE (version_id, compiler_id, os_id, platform_id, target_id, variant_set_id)
 );
 CREATE TABLE specs (
@@ -203,7 +203,14 @@ CREATE VIRTUAL TABLE packages_fts USING fts5(
 );
 """
 
-VIEWS = """
+# A configuration's Spack spec string, from the tables a view joins (normalise.spec_string writes the same).
+SPEC_SQL = (
+    "packages.name || '@' || versions.version || variant_sets.spec_variants"
+    " || ' arch=' || platforms.name || '-' || oss.name || '-' || targets.name"
+    " || CASE WHEN compilers.name = 'none' THEN '' ELSE ' %' || compilers.label END"
+)
+
+VIEWS = f"""
 CREATE VIEW binaries AS
 SELECT
     tags.name AS tag,
@@ -217,7 +224,7 @@ SELECT
     targets.name AS target,
     variant_sets.variants AS variants,
     stack_sets.stacks AS stacks,
-    configurations.spec AS spec,
+    {SPEC_SQL} AS spec,
     'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)
         || 'spack buildcache keys --install --trust' || char(10)
         || 'spack install --use-buildcache only /' || specs.hash AS install,
@@ -265,6 +272,17 @@ JOIN platforms ON platforms.id = configurations.platform_id
 JOIN targets ON targets.id = configurations.target_id
 JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
 JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
+
+CREATE VIEW configuration_specs AS
+SELECT configurations.id AS configuration_id, {SPEC_SQL} AS spec
+FROM configurations
+JOIN versions ON versions.id = configurations.version_id
+JOIN packages ON packages.id = versions.package_id
+JOIN compilers ON compilers.id = configurations.compiler_id
+JOIN oss ON oss.id = configurations.os_id
+JOIN platforms ON platforms.id = configurations.platform_id
+JOIN targets ON targets.id = configurations.target_id
+JOIN variant_sets ON variant_sets.id = configurations.variant_set_id;
 
 CREATE VIEW binary_stacks AS
 SELECT

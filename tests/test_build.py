@@ -4,6 +4,7 @@ import sqlite3
 import pytest
 
 from pagemaker import meta_for, spec, spack_hash, write_page
+from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.read import PageError
 from spack_cache_db.schema import SCHEMA_VERSION
@@ -223,3 +224,24 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     assert json.loads(info["counts"]) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
     assert json.loads(info["inputs"]) == ["seeds"]
     assert not list(tmp_path.glob(".cache.db.tmp-*"))
+
+
+def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):
+    """configuration_specs and binaries write spec strings in SQL; normalise.spec_string is the reference."""
+    conn = sqlite3.connect(cache_db)
+    rows = conn.execute(
+        "SELECT configuration_specs.spec, packages.name, versions.version, variant_sets.variants, platforms.name,"
+        " oss.name, targets.name, compilers.label FROM configuration_specs"
+        " JOIN configurations ON configurations.id = configuration_specs.configuration_id"
+        " JOIN versions ON versions.id = version_id JOIN packages ON packages.id = versions.package_id"
+        " JOIN variant_sets ON variant_sets.id = variant_set_id JOIN platforms ON platforms.id = platform_id"
+        " JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id JOIN compilers ON compilers.id = compiler_id"
+    ).fetchall()
+    assert len(rows) == conn.execute("SELECT count(*) FROM configurations").fetchone()[0] > 50
+    for spec_text, package, version, variants, platform, os, target, compiler in rows:
+        parsed = [normalise.parse_variant(raw) for raw in json.loads(variants)]
+        expected = normalise.spec_string(package, version, parsed, platform, os, target, normalise.parse_compiler(compiler)[0])
+        assert spec_text == expected
+    assert conn.execute(
+        "SELECT count(*) FROM binaries JOIN configuration_specs USING (spec)"
+    ).fetchone()[0] == conn.execute("SELECT count(*) FROM binaries").fetchone()[0]

@@ -32,7 +32,7 @@ CANONICAL = {
     " JOIN variants ON variants.id = variant_id ORDER BY 1, 2",
     "variant_sets": "SELECT variants FROM variant_sets ORDER BY variants",
     "stack_sets": "SELECT stacks FROM stack_sets ORDER BY stacks",
-    "configurations": "SELECT spec FROM configurations ORDER BY spec",
+    "configurations": "SELECT spec FROM configuration_specs ORDER BY spec",
     "listings": "SELECT package, version, compiler, os, platform, target, variants, stacks FROM listing_texts"
     " ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
     "search": "SELECT listing_texts.package, listing_texts.target, listing_texts.stacks FROM listings_fts"
