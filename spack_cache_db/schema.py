@@ -97,7 +97,7 @@ CREATE TABLE configurations (
 );
 CREATE TABLE specs (
     id INTEGER PRIMARY KEY,
-    hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 32),
+    hash TEXT NOT NULL CHECK (length(hash) = 32),
     configuration_id INTEGER NOT NULL REFERENCES configurations(id),
     size INTEGER
 );
@@ -185,6 +185,7 @@ CREATE TABLE build_info (
 """
 
 INDEXES = """
+CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
@@ -383,7 +384,9 @@ def refresh_counts(conn, tag_ids=None):
 
 
 def drop_indexes(conn):
-    """Bulk loads run faster without secondary indexes; recreate_indexes puts them back."""
+    """Bulk loads run faster without secondary indexes; recreate_indexes puts them back. Only a new
+    file loses them: its hashes are unique because the loader hands out one id per hash, and the unique
+    index built at the end would refuse the file otherwise."""
     for name in _index_names():
         conn.execute(f"DROP INDEX IF EXISTS {name}")
 
@@ -391,8 +394,8 @@ def drop_indexes(conn):
 def recreate_indexes(conn):
     for statement in INDEXES.strip().split(";"):
         if statement.strip():
-            conn.execute(statement.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+            conn.execute(statement.replace("INDEX", "INDEX IF NOT EXISTS", 1))
 
 
 def _index_names():
-    return [line.split()[2] for line in INDEXES.strip().splitlines()]
+    return [line.split(" ON ")[0].split()[-1] for line in INDEXES.strip().splitlines()]
