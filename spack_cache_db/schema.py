@@ -211,6 +211,15 @@ SPEC_SQL = (
     " || CASE WHEN compilers.name = 'none' THEN '' ELSE ' %' || compilers.label END"
 )
 
+# The tables a configuration's parts are named in, joined from configurations.
+_CONFIGURATION_PARTS = """JOIN versions ON versions.id = configurations.version_id
+JOIN packages ON packages.id = versions.package_id
+JOIN compilers ON compilers.id = configurations.compiler_id
+JOIN oss ON oss.id = configurations.os_id
+JOIN platforms ON platforms.id = configurations.platform_id
+JOIN targets ON targets.id = configurations.target_id
+JOIN variant_sets ON variant_sets.id = configurations.variant_set_id"""
+
 VIEWS = f"""
 CREATE VIEW binaries AS
 SELECT
@@ -265,25 +274,13 @@ SELECT
     stack_sets.stacks AS stacks
 FROM listings
 JOIN configurations ON configurations.id = listings.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN packages ON packages.id = versions.package_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+{_CONFIGURATION_PARTS}
 JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
 
 CREATE VIEW configuration_specs AS
 SELECT configurations.id AS configuration_id, {SPEC_SQL} AS spec
 FROM configurations
-JOIN versions ON versions.id = configurations.version_id
-JOIN packages ON packages.id = versions.package_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN variant_sets ON variant_sets.id = configurations.variant_set_id;
+{_CONFIGURATION_PARTS};
 
 CREATE VIEW binary_stacks AS
 SELECT
