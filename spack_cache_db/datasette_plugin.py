@@ -7,6 +7,7 @@ for all tags or one. Other filters count live, as Datasette does.
 """
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 from datasette import hookimpl
@@ -22,9 +23,9 @@ def startup(datasette):
         for name, db in datasette.databases.items():
             if db.is_mutable or db.is_memory or name in (datasette.inspect_data or {}):
                 continue
-            if not await db.table_exists("row_counts"):
+            counts = await _stored_row_counts(db)
+            if counts is None:
                 continue
-            counts = (await db.execute("SELECT name, count FROM row_counts")).rows
             path = Path(db.path)
             # What `datasette inspect` would have written for this file, counts included.
             datasette.inspect_data = {
@@ -38,6 +39,15 @@ def startup(datasette):
             }
 
     return use_stored_row_counts
+
+
+async def _stored_row_counts(db):
+    """The row counts a spack-cache-db build stored, or None for any other database."""
+    try:
+        built_by_us = await db.execute("SELECT 1 FROM build_info WHERE key = 'spack_cache_db_version'")
+        return (await db.execute("SELECT name, count FROM row_counts")).rows if built_by_us.rows else None
+    except sqlite3.Error:
+        return None
 
 
 @hookimpl

@@ -175,3 +175,16 @@ def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
     assert configured == {(table, column) for table, columns in FACETS.items() for column in columns}
     assert configured <= counted
 
+
+@pytest.mark.asyncio
+async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache_db, tmp_path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE row_counts (what TEXT)")
+        conn.execute("CREATE TABLE build_info (key TEXT, value TEXT)")
+    ds = Datasette(immutables=[str(cache_db), str(other)], metadata=METADATA)
+    assert (await get_json(ds, "/other.json"))["tables"]
+    assert (await get_json(ds, "/cache/binaries.json"))["filtered_table_rows_count"] == sqlite3.connect(
+        cache_db
+    ).execute("SELECT count(*) FROM binaries").fetchone()[0]
+    assert set(ds.inspect_data) == {"cache"}
