@@ -181,9 +181,11 @@ class PrecountedArrayFacet(_Precounted):
     @staticmethod
     def count_sql(number, column):
         # Datasette 0.65's array facet puts json_each before the rows it reads ("json_each(inner.x) join
-        # inner"); over this view SQLite 3.40 then finds no rows at all. The arrays here are sets, so
-        # each (row, value) pair counts once without Datasette's DISTINCT.
+        # inner"); over this view SQLite 3.40 then finds no rows at all. Rows share a few arrays, so each
+        # distinct array is counted once and then split. The arrays here are sets: each (row, value) pair
+        # counts once without Datasette's DISTINCT.
         return (
-            f"select {number} as number, j.value as value, count(*) as count"
-            f" from facet join json_each(facet.{column}) j group by j.value"
+            f"select {number} as number, j.value as value, sum(rows) as count"
+            f" from (select {column} as array, count(*) as rows from facet group by {column}) as arrays"
+            " join json_each(arrays.array) j group by j.value"
         )
