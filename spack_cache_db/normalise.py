@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -265,7 +266,7 @@ def parse_spec(entry, where, cache):
         built,
         sorted_stacks,
         _size(entry["size"], where),
-        {k: v for k, v in entry.items() if k not in _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
+        {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
     )
 
 
@@ -308,9 +309,9 @@ def _size(value, where):
 def derived_meta(specs):
     """The meta a page's spec_details imply, as cache.spack.io's generator writes it."""
     by_stack = {}
-    for spec in specs:
-        for stack in spec.stacks:
-            by_stack[stack] = by_stack.get(stack, 0) + 1
+    for stacks, count in Counter(spec.stacks for spec in specs).items():  # a page's specs share a few sets
+        for stack in stacks:
+            by_stack[stack] = by_stack.get(stack, 0) + count
     built = {spec.built.number: spec.built for spec in specs}.values()
     return {
         "compilers": sorted({compiler_text(b) for b in built}),
