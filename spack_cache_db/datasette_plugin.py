@@ -185,7 +185,7 @@ class PrecountedArrayFacet(_Precounted):
         # distinct array is counted once and then split. The arrays here are sets: each (row, value) pair
         # counts once without Datasette's DISTINCT.
         return (
-            f"select {number} as number, j.value as value, sum(rows) as count"
-            f" from (select {column} as array, count(*) as rows from facet group by {column}) as arrays"
+            f"select {number} as number, j.value as value, sum(arrays.n) as count"
+            f" from (select {column} as array, count(*) as n from facet group by {column}) as arrays"
             " join json_each(arrays.array) j group by j.value"
         )
