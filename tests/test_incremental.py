@@ -40,6 +40,7 @@ CANONICAL = {
     " ORDER BY 1, 2, 3",
     "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
     "facet_counts": "SELECT * FROM facet_counts ORDER BY table_name, tag, column_name, value",
+    "tag_cells": "SELECT * FROM tag_cells ORDER BY tag, os, target, compiler",
     # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics
     # and the segments of a full-text index built in one go or in steps.
     "row_counts": "SELECT * FROM row_counts WHERE name != 'sqlite_stat1' AND name NOT LIKE '%fts_data'"
