@@ -2,7 +2,7 @@
 
 import hashlib
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: listings and configurations keep only keys; counts for the plugin
 
 TABLES = """
 CREATE TABLE tags (

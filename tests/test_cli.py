@@ -83,7 +83,7 @@ def test_export_and_check(tmp_path):
         "seeds/003_95d4df9caf125ef9.txt", "rb").read()
     result = run("check", db)
     assert result.exit_code == 0
-    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 1"]
+    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 2"]
 
 
 def test_check_fails_on_a_broken_database(tmp_path):
