@@ -2,8 +2,9 @@
 
 Counting the binaries view, or faceting it, means joining a million rows: seconds, past Datasette's
 time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the
-build stored in row_counts and facet_counts are exact: the whole table's row count, and its facets
-for all tags or one. Other filters count live, as Datasette does.
+build stored are exact: row_counts gives the whole table's row count, and a view's cube
+(<view>_cube: rows per combination of the columns people facet by) gives its facets on any page
+filtered by those columns alone. Other filters count live, as Datasette does.
 """
 
 import asyncio
@@ -55,9 +56,17 @@ def register_facet_classes():
     return [PrecountedColumnFacet, PrecountedArrayFacet]
 
 
+# Request arguments that change how a page looks, not which rows it has.
+_NOT_FILTERS = {
+    "_size", "_sort", "_sort_desc", "_next", "_nocount", "_nofacet", "_nosuggest", "_trace", "_shape",
+    "_labels", "_nolabels", "_json", "_json_infinity", "_col", "_nocol", "_timelimit", "_ttl", "_context",
+}  # fmt: skip
+
+
 class _Precounted(Facet):
-    """A facet read from facet_counts when an immutable database's page is the whole table or one
-    tag of it, counted live (with Datasette's facet time limit) under any other filter."""
+    """A facet read from the view's cube (<view>_cube, counted by the build) when an immutable
+    database's page is filtered by nothing but cube columns; counted live (with Datasette's facet time
+    limit) under any other filter."""
 
     async def suggest(self):
         return []  # Datasette's own column and array facets already suggest these columns
@@ -67,15 +76,17 @@ class _Precounted(Facet):
             (source_and_config["config"].get("column") or source_and_config["config"]["simple"], source_and_config["source"])
             for source_and_config in self.get_configs()
         ]
+        if not configs:
+            return [], []
         facet_size = self.get_facet_size()
-        counts = await self._stored_counts()
-        live = [column for column, _ in configs if column not in counts]
+        columns = [column for column, _ in configs]
+        counts = await self._count_from_cube(columns)
         timed_out = []
-        if live:
+        if counts is None:
             try:
-                counts.update(await self._count_live(live, facet_size + 1))
+                counts = await self._count_live(columns, facet_size + 1)
             except QueryInterrupted:
-                timed_out = live
+                counts, timed_out = {}, columns
         results = [
             {
                 "name": column,
@@ -125,33 +136,44 @@ class _Precounted(Facet):
             counts.setdefault(columns[number], []).append((value, count))
         return counts
 
-    async def _stored_counts(self):
-        """{column: [(value, count), ...] in Datasette's order}; empty unless the page is the whole
-        table or the table filtered by one tag (`?tag=develop`)."""
+    async def _count_from_cube(self, columns):
+        """{column: [(value, count), ...] in Datasette's order}, or None when the cube cannot answer."""
         db = self.ds.get_database(self.database)
-        tag = self._tag_filter()
-        if tag is None or db.is_mutable or not await db.table_exists("facet_counts"):
-            return {}
-        rows = await db.execute(
-            "SELECT column_name, value, sum(count) AS total FROM facet_counts"
-            " WHERE table_name = :table AND (:tag IS NULL OR tag = :tag)"
-            " GROUP BY column_name, value ORDER BY column_name, total DESC, value",
-            {"table": self.table, "tag": tag or None},
+        cube = f"{self.table}_cube"
+        if db.is_mutable or not await db.table_exists(cube):
+            return None
+        filters = self._filters()
+        cube_columns = set(await db.table_columns(cube)) - {"count"}
+        if filters is None or not {column for column, _, _ in filters} | set(columns) <= cube_columns:
+            return None
+        where = " and ".join(
+            f"{escape_sqlite(column)} = ?" if operator == "=" else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
+            for column, operator, _ in filters
         )
-        stored = {}
-        for column, value, count in rows.rows:
-            stored.setdefault(column, []).append((value, count))
-        return stored
+        counts = {}
+        for column in columns:
+            rows = await db.execute(self.cube_sql(escape_sqlite(cube), escape_sqlite(column), where or "1"), [v for _, _, v in filters])
+            counts[column] = [(value, count) for value, count in rows.rows]
+        return counts
 
-    def _tag_filter(self):
-        """'' for the whole table, the tag for `?tag=X` alone, None for any other filter."""
-        whole_table = f" from {escape_sqlite(self.table)} "
-        if not self.params and self.sql.endswith(whole_table):
-            return ""
-        # The SQL Datasette writes for ?tag=X (its exact filter), and no other condition.
-        if self.sql.endswith(f'{whole_table}where "tag" = :p0 ') and list(self.params) == ["p0"]:
-            return str(self.params["p0"])
-        return None
+    def _filters(self):
+        """[(column, "=" or "contains", value)] for a page filtered only by exact values (and, on an
+        array column, by a value it contains); None for any other filter, search or SQL."""
+        filters = []
+        for key, value in self.get_querystring_pairs():
+            if key.startswith("_"):
+                if key in _NOT_FILTERS or key.startswith("_facet"):
+                    continue
+                return None
+            column, _, lookup = key.partition("__")
+            if lookup in ("", "exact"):
+                filters.append((column, "=", value))
+            elif lookup == "arraycontains":
+                filters.append((column, "contains", value))
+            else:
+                return None
+        # Datasette made one parameter of each: the SQL filters by these and nothing else.
+        return filters if len(self.params) == len(filters) else None
 
 
 class PrecountedColumnFacet(_Precounted):
@@ -167,6 +189,13 @@ class PrecountedColumnFacet(_Precounted):
         return (
             f"select {number} as number, {column} as value, count(*) as count from facet"
             f" where {column} is not null group by {column}"
+        )
+
+    @staticmethod
+    def cube_sql(cube, column, where):
+        return (
+            f"select {column} as value, sum(count) as count from {cube} where {where}"
+            " group by value order by count desc, value"
         )
 
 
@@ -188,4 +217,11 @@ class PrecountedArrayFacet(_Precounted):
             f"select {number} as number, j.value as value, sum(arrays.n) as count"
             f" from (select {column} as array, count(*) as n from facet group by {column}) as arrays"
             " join json_each(arrays.array) j group by j.value"
+        )
+
+    @staticmethod
+    def cube_sql(cube, column, where):
+        return (
+            f"select j.value as value, sum({cube}.count) as count from {cube} join json_each({cube}.{column}) j"
+            f" where {where} group by j.value order by count desc, value"
         )

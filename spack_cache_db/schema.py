@@ -161,13 +161,20 @@ CREATE TABLE row_counts (
     name TEXT PRIMARY KEY,
     count INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE facet_counts (
-    table_name TEXT NOT NULL,
+CREATE TABLE binaries_cube (
     tag TEXT NOT NULL,
-    column_name TEXT NOT NULL,
-    value TEXT NOT NULL,
+    os TEXT NOT NULL,
+    target TEXT NOT NULL,
+    compiler TEXT NOT NULL,
+    stacks TEXT NOT NULL,
     count INTEGER NOT NULL,
-    PRIMARY KEY (table_name, tag, column_name, value)
+    PRIMARY KEY (tag, os, target, compiler, stacks)
+) WITHOUT ROWID;
+CREATE TABLE binary_stacks_cube (
+    tag TEXT NOT NULL,
+    stack TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (tag, stack)
 ) WITHOUT ROWID;
 CREATE TABLE tag_cells (
     tag TEXT NOT NULL,
@@ -301,10 +308,11 @@ JOIN stacks ON stacks.id = stack_set_members.stack_id;
 
 
 # Counting or faceting the binaries view live takes seconds on the whole history; the Datasette
-# plugin (datasette_plugin.py) answers the row counts of whole tables and these facets, for every
-# tag or one, from counts taken at build time; tag_cells answers tag_matrix for a whole tag. A build
-# recounts only the tags whose pages it changed, in steps that avoid sorting a million rows at once:
-# binaries per (page, listing), then per tag, package and the ids the counts need.
+# plugin (datasette_plugin.py) answers the row counts of whole tables, and the facets of pages
+# filtered only by the cube's columns, from counts taken at build time (<view>_cube); tag_cells
+# answers tag_matrix for a whole tag. A build recounts only the tags whose pages it changed, in steps
+# that avoid sorting a million rows at once: binaries per (page, listing), then per tag, package and
+# the ids the counts need.
 _COUNT_BINARIES = [
     """CREATE TEMP TABLE page_listing_counts AS
     SELECT page_id, listing_id, count(*) AS n
@@ -328,18 +336,24 @@ _COUNT_BINARIES = [
     JOIN compilers ON compilers.id = compiler_id
     GROUP BY tag_id, os_id, target_id, compiler_id""",
 ]
-_STACKS = "JOIN stack_set_members USING (stack_set_id) JOIN stacks ON stacks.id = stack_set_members.stack_id"
-_FACET_COUNTS = {  # (view, column): (the column's value, the joins it needs)
-    ("binaries", "tag"): ("tags.name", ""),
-    ("binaries", "os"): ("oss.name", "JOIN oss ON oss.id = os_id"),
-    ("binaries", "target"): ("targets.name", "JOIN targets ON targets.id = target_id"),
-    ("binaries", "compiler"): ("compilers.label", "JOIN compilers ON compilers.id = compiler_id"),
-    ("binaries", "stacks"): ("stacks.name", _STACKS),
-    ("binary_stacks", "stack"): ("stacks.name", _STACKS),
-    ("binary_stacks", "tag"): ("tags.name", _STACKS),
+# binaries and binary_stacks, counted per combination of the columns people facet and filter by.
+_CUBES = [
+    """INSERT INTO binaries_cube
+    SELECT tags.name, oss.name, targets.name, compilers.label, stack_sets.stacks, n
+    FROM binary_counts
+    JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
+    JOIN compilers ON compilers.id = compiler_id JOIN stack_sets ON stack_sets.id = stack_set_id""",
+    """INSERT INTO binary_stacks_cube
+    SELECT tags.name, stacks.name, sum(n)
+    FROM binary_counts
+    JOIN tags ON tags.id = tag_id JOIN stack_set_members USING (stack_set_id)
+    JOIN stacks ON stacks.id = stack_set_members.stack_id
+    GROUP BY tags.name, stacks.name""",
+]
+_VIEW_COUNTS = {
+    "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
+    "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
-# Whole views, from their tag facets: every row has one tag.
-_VIEW_COUNTS = "SELECT table_name, sum(count) FROM facet_counts WHERE column_name = 'tag' GROUP BY table_name"
 
 # Incremental builds only build onto a database of exactly this shape.
 SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(), digest_size=8).hexdigest()
@@ -351,28 +365,22 @@ def create_schema(conn):
 
 
 def refresh_counts(conn, tag_ids=None):
-    """Recount facet_counts for these tags (None: every tag), then row_counts of every table and view."""
+    """Recount the cubes and tag_cells for these tags (None: every tag), then row_counts of every table and view."""
     conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
     if tag_ids is None:
         conn.execute("INSERT INTO recount SELECT id FROM tags")
     else:
         conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
-    for table in ("facet_counts", "tag_cells"):
+    for table in ("binaries_cube", "binary_stacks_cube", "tag_cells"):
         conn.execute(
             f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
             " OR tag NOT IN (SELECT name FROM tags)"
         )
-    for statement in _COUNT_BINARIES:
+    for statement in _COUNT_BINARIES + _CUBES:
         conn.execute(statement)
-    for (table, column), (value, joins) in _FACET_COUNTS.items():
-        conn.execute(
-            f"INSERT INTO facet_counts SELECT ?, tags.name, ?, {value}, sum(n)"
-            f" FROM binary_counts JOIN tags ON tags.id = tag_id {joins} GROUP BY tags.name, {value}",
-            (table, column),
-        )
     for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):
         conn.execute(f"DROP TABLE temp.{temporary}")
-    counts = {"binaries": 0, "binary_stacks": 0, **dict(conn.execute(_VIEW_COUNTS))}
+    counts = {view: conn.execute(sql).fetchone()[0] for view, sql in _VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     counts.update({table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables})
     counts["row_counts"] = len(counts)

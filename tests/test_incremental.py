@@ -39,7 +39,8 @@ CANONICAL = {
     " JOIN listing_texts ON listing_texts.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt'"
     " ORDER BY 1, 2, 3",
     "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
-    "facet_counts": "SELECT * FROM facet_counts ORDER BY table_name, tag, column_name, value",
+    "binaries_cube": "SELECT * FROM binaries_cube ORDER BY tag, os, target, compiler, stacks",
+    "binary_stacks_cube": "SELECT * FROM binary_stacks_cube ORDER BY tag, stack",
     "tag_cells": "SELECT * FROM tag_cells ORDER BY tag, os, target, compiler",
     # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics
     # and the segments of a full-text index built in one go or in steps.

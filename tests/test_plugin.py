@@ -143,25 +143,40 @@ async def test_a_page_of_one_tag_facets_from_stored_counts_that_equal_live_ones(
 
 
 @pytest.mark.asyncio
-async def test_whole_and_one_tag_pages_read_facet_counts_and_other_filters_do_not(cache_db, tmp_path):
-    """Marked counts in a copy show where the plugin reads facet_counts, and only there."""
+async def test_pages_filtered_by_cube_columns_alone_read_the_cube_and_others_do_not(cache_db, tmp_path):
+    """Marked counts in a copy show where the plugin reads the cube, and only there."""
     copy = tmp_path / "cache.db"
     copy.write_bytes(cache_db.read_bytes())
     with sqlite3.connect(copy) as conn:
-        conn.execute("UPDATE facet_counts SET count = count + 1000 WHERE column_name = 'os'")
+        conn.execute("UPDATE binaries_cube SET count = count + 1000")
     ds = served(copy)
-    truth = live_facet(cache_db, "binaries", "os", "column")
-    whole = await get_json(ds, "/cache/binaries.json")
-    assert {value: count - 1000 * len(tags_with_os(cache_db, value)) for value, count in shown(whole["facet_results"]["os"]).items()} == truth
-    one_tag = await get_json(ds, "/cache/binaries.json?tag=develop")
-    assert all(count > 1000 for count in shown(one_tag["facet_results"]["os"]).values())
-    for other in ["?package=bolt", "?tag=develop&package=bolt", "?tag__not=develop", "?_search=bolt"]:
-        filtered = await get_json(ds, f"/cache/binaries.json{other}")
-        assert all(count < 1000 for count in shown(filtered["facet_results"]["os"]).values()), other
+    from_cube = ["", "?tag=develop", "?os=ubuntu22.04", "?tag=develop&os__exact=ubuntu22.04", "?stacks__arraycontains=e4s",
+                 "?tag=develop&_sort=package&_size=5"]  # fmt: skip
+    for query in from_cube:
+        data = await get_json(ds, f"/cache/binaries.json{query}")
+        assert all(count >= 1000 for count in shown(data["facet_results"]["os"]).values()), query
+    live = ["?package=bolt", "?tag=develop&package=bolt", "?tag__not=develop", "?_search=bolt", "?_where=1"]
+    for query in live:
+        data = await get_json(ds, f"/cache/binaries.json{query}")
+        assert all(count < 1000 for count in shown(data["facet_results"]["os"]).values()), query
 
 
-def tags_with_os(db_path, os):
-    return {row[0] for row in sqlite3.connect(db_path).execute("SELECT DISTINCT tag FROM binaries WHERE os = ?", [os])}
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "query", ["os=ubuntu22.04", "tag=develop&target=x86_64_v3", "stacks__arraycontains=e4s", "compiler=gcc@11.4.0&os=ubuntu22.04"]
+)
+async def test_facets_from_the_cube_equal_live_ones(cache_db, query):
+    data = await get_json(served(cache_db), f"/cache/binaries.json?{query}&_facet_size=max")
+    conditions, params = [], []
+    for pair in query.split("&"):
+        key, value = pair.split("=", 1)
+        column, _, lookup = key.partition("__")
+        conditions.append(f"EXISTS (SELECT 1 FROM json_each({column}) WHERE value = ?)" if lookup else f"{column} = ?")
+        params.append(value)
+    where = "WHERE " + " AND ".join(conditions)
+    assert data["filtered_table_rows_count"] > 0
+    for column, kind in FACETS["binaries"].items():
+        assert shown(data["facet_results"][column]) == live_facet(cache_db, "binaries", column, kind, where, params), column
 
 
 def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
@@ -171,7 +186,8 @@ def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
         for facet in settings.get("facets", [])
         if isinstance(facet, dict) and next(iter(facet)).startswith("precounted")
     }
-    counted = set(sqlite3.connect(cache_db).execute("SELECT DISTINCT table_name, column_name FROM facet_counts"))
+    conn = sqlite3.connect(cache_db)
+    counted = {(table, row[1]) for table in FACETS for row in conn.execute(f"PRAGMA table_info({table}_cube)")}
     assert configured == {(table, column) for table, columns in FACETS.items() for column in columns}
     assert configured <= counted
 
