@@ -234,10 +234,13 @@ def measure_add_tag(code, corpus, extra, db, work, runs):
 
 
 def db_counts(db):
-    """The row counts the builder recorded in build_info."""
+    """The row counts the builder recorded in row_counts, of what the report names."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return json.loads(conn.execute("SELECT value FROM build_info WHERE key = 'counts'").fetchone()[0])
+        return dict(conn.execute(
+            "SELECT name, count FROM row_counts WHERE name IN ('binaries', 'packages', 'pages', 'problems', 'specs', 'tags')"
+            " ORDER BY name"
+        ))
     finally:
         conn.close()
 

@@ -248,7 +248,7 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
         load.index_new_rows(conn, first_ids)
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
-    table_counts = _write_build_info(conn, paths, plan)
+    _write_build_info(conn, paths, plan)
     refresh_counts(conn, None if full else changed_tags)
     # foreign_keys = ON has checked every write of this build; the whole check is a second look at a new
     # file. An incremental build starts from a file that passed it, so there it would only cost time.
@@ -256,7 +256,7 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     if problems:
         raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
     conn.execute("COMMIT")
-    return table_counts
+    return counts(conn)
 
 
 def _worth_compacting(conn):
@@ -267,7 +267,6 @@ def _worth_compacting(conn):
 
 
 def _write_build_info(conn, paths, plan):
-    table_counts = counts(conn)
     info = {
         "schema_version": str(SCHEMA_VERSION),
         "schema_digest": SCHEMA_DIGEST,
@@ -275,29 +274,22 @@ def _write_build_info(conn, paths, plan):
         "archspec_version": microarchitectures.archspec_version(),
         "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "inputs": json.dumps([str(p) for p in paths]),
-        "counts": json.dumps(table_counts, sort_keys=True),
         "tags_digest": plan.tags_digest,
     }
     conn.execute("DELETE FROM build_info")
     conn.executemany("INSERT INTO build_info (key, value) VALUES (?, ?)", sorted(info.items()))
-    return table_counts
 
 
-COUNTED = {
-    "pages": "SELECT count(*) FROM pages",
-    "specs": "SELECT count(*) FROM specs",
-    "binaries": "SELECT count(*) FROM page_specs",
-    "tags": "SELECT count(*) FROM tags",
-    "packages": "SELECT count(*) FROM packages",
-    "problems": "SELECT count(*) FROM problems",
-}
+SUMMARY_COUNTS = ("binaries", "packages", "pages", "problems", "specs", "tags")
 
 
 def counts(db):
-    """Row counts people look for, from an open connection or a database path."""
+    """The row counts people look for, as the build recorded them in row_counts, from an open
+    connection or a database path."""
     conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return {name: conn.execute(sql).fetchone()[0] for name, sql in COUNTED.items()}
+        placeholders = ", ".join("?" * len(SUMMARY_COUNTS))
+        return dict(conn.execute(f"SELECT name, count FROM row_counts WHERE name IN ({placeholders})", SUMMARY_COUNTS))
     finally:
         if conn is not db:
             conn.close()

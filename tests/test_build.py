@@ -5,7 +5,7 @@ import pytest
 
 from pagemaker import meta_for, spec, spack_hash, write_page
 from spack_cache_db import normalise
-from spack_cache_db.build import BuildError, build
+from spack_cache_db.build import BuildError, build, counts
 from spack_cache_db.read import PageError
 from spack_cache_db.schema import SCHEMA_VERSION
 
@@ -221,7 +221,11 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     info = dict(conn.execute("SELECT key, value FROM build_info"))
     assert info["schema_version"] == str(SCHEMA_VERSION)
-    assert json.loads(info["counts"]) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
+    assert counts(db) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
+    row_counts = dict(conn.execute("SELECT name, count FROM row_counts"))
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    tables += ["binaries", "binary_stacks"]  # the views a table page of Datasette counts in seconds
+    assert row_counts == {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables}
     assert json.loads(info["inputs"]) == ["seeds"]
     assert not list(tmp_path.glob(".cache.db.tmp-*"))
 
