@@ -6,7 +6,7 @@
 Builds the corpus with the builder and with benchmarks/lower_bound.py, alternating, one subprocess per
 run; rebuilds it unchanged; adds one more tag to a copy of it and builds that tag alone; then serves
 the database through Datasette in this process and times every canned query, a search and the
-binaries page with its facets. Prints a Markdown report and writes it, with every raw number as JSON,
+binaries page with its facets (whole, then filtered by a tag, an os or both). Prints a Markdown report and writes it, with every raw number as JSON,
 to benchmarks/results/<size>.md and <size>.json. Everything runs from a copy of the code taken at the
 start (WORK/code), so edits made meanwhile do not leak into the numbers.
 
@@ -416,6 +416,19 @@ async def measure_binaries_page(ds, facets, requests):
     ]
 
 
+async def measure_filtered_pages(ds, facets, parameters, requests):
+    """The pages a click on a facet of the whole view leads to (no target: the issue sets none)."""
+    pages = [
+        ("one tag", {"tag": parameters["tag"]}),
+        ("one tag and os", {"tag": parameters["tag"], "os": parameters["os"]}),
+        ("one os", {"os": parameters["os"]}),
+    ]
+    return [
+        {"name": name, **await time_url(ds, url("/cache/binaries.json", filters), requests, facets)}
+        for name, filters in pages
+    ]
+
+
 async def measure_serving(db, metadata, parameters, requests):
     # Only immutables=: a path given in files= too would be opened a second time as cache_2.
     ds = Datasette(immutables=[str(db)], metadata=metadata, settings=SERVE_SETTINGS)
@@ -428,6 +441,7 @@ async def measure_serving(db, metadata, parameters, requests):
         "canned_queries": await measure_canned_queries(ds, queries, parameters, requests),
         "search": await measure_search(ds, parameters, requests),
         "binaries_page": await measure_binaries_page(ds, configured_facets(metadata, "binaries"), requests),
+        "filtered_pages": await measure_filtered_pages(ds, configured_facets(metadata, "binaries"), parameters, requests),
     }
 
 
@@ -647,10 +661,23 @@ def render_binaries_page(results):
     return ["## Binaries page with facets", "", intro, "", *table(header, rows)]
 
 
+def render_filtered_pages(results):
+    rows = [
+        [t["name"], f"`{t['url']}`", *latency_cells(t), ", ".join(t["facets_timed_out"]) or "none"]
+        for t in results["serving"]["filtered_pages"]
+    ]
+    intro = (
+        "Where a click on a facet of the whole view leads, for information (no target). Facets come from the"
+        " build's cube on these pages; the row count is Datasette's own, counted live."
+    )
+    header = ["", "url", "status", "rows", "median ms", "p95 ms", "facets timed out"]
+    return ["## Filtered binaries pages", "", intro, "", *table(header, rows)]
+
+
 def render_report(results):
     parts = [
         render_targets, render_machine, render_corpus, render_full_build, render_database,
-        render_incremental, render_canned_queries, render_search, render_binaries_page,
+        render_incremental, render_canned_queries, render_search, render_binaries_page, render_filtered_pages,
     ]  # fmt: skip
     lines = [f"# Benchmark: {results['size']} corpus", ""]
     for render in parts:

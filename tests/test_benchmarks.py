@@ -22,6 +22,7 @@ SECTIONS = [
     "## Canned queries",
     "## Search",
     "## Binaries page with facets",
+    "## Filtered binaries pages",
 ]
 
 
@@ -58,6 +59,7 @@ def test_small_benchmark_reports_every_section_and_query(tmp_path):
     # search can run into Datasette's time limit even on the small corpus.
     assert [t["name"] for t in data["serving"]["search"]] == ["binaries table search", "search_specs canned query"]
     assert [t["name"] for t in data["serving"]["binaries_page"]] == ["HTML", "JSON"]
+    assert [t["name"] for t in data["serving"]["filtered_pages"]] == ["one tag", "one tag and os", "one os"]
     assert data["full_build"]["builder"]["peak_rss_mib"] > 0
     assert data["unchanged_rebuild"]["wrote_nothing"]
     assert data["add_tag"]["counts_add_up"]
