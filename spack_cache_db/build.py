@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __version__, load, microarchitectures, normalise
 from .read import NotACachePage, OldLayoutPage, PageError, file_digest, find_inputs, read_bytes, read_page, read_tags_yaml
-from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, drop_indexes, recreate_indexes, refresh_counts
+from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
 
@@ -70,8 +70,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
         try:
             if existing is None:
                 create_schema(conn)
-                drop_indexes(conn)
-            first_ids, changed_tags = _load(conn, plan, summary, keep_going, progress)
+            first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, progress)
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
@@ -177,27 +176,40 @@ def _stat(path):
         raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
 
 
-def _load(conn, plan, summary, keep_going, progress):
-    conn.execute("BEGIN")
-    gone = plan.removed + [source.path for source in plan.to_read]
+def _load(conn, path, plan, summary, keep_going, progress):
+    """Read the planned pages into the file at path. A new file is written by a second process while this
+    one reads pages; an existing one is changed in this process's transaction."""
     changed_tags = set()
-    if gone:
-        changed_tags.update(load.delete_pages(conn, gone))
-    if changed_tags:  # pages went: whatever only they used goes too
-        load.prune_orphans(conn, full_text=True)
-    loader = load.Loader(conn)
-    if progress:
-        progress.start(len(plan.to_read))
-    for source, stat in plan.touched:
-        conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
-    for source in plan.to_read:
-        specs = _load_file(loader, source, summary, keep_going)
-        if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
-            loader.flush()
+    if summary.incremental:
+        conn.execute("BEGIN")
+        gone = plan.removed + [source.path for source in plan.to_read]
+        if gone:
+            changed_tags.update(load.delete_pages(conn, gone))
+        if changed_tags:  # pages went: whatever only they used goes too
+            load.prune_orphans(conn, full_text=True)
+        conn.execute("DELETE FROM tag_stacks")
+        for source, stat in plan.touched:
+            conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
+        writer = load.DirectWriter(conn)
+    else:
+        writer = load.BackgroundWriter(path)
+    try:
+        loader = load.Loader(conn, writer)
         if progress:
-            progress.advance(1, specs)
-    loader.flush()
-    load.load_tags_yaml(loader, conn, plan.tags)
+            progress.start(len(plan.to_read))
+        for source in plan.to_read:
+            specs = _load_file(loader, source, summary, keep_going)
+            if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
+                loader.flush()
+            if progress:
+                progress.advance(1, specs)
+        load.load_tags_yaml(loader, plan.tags)
+        loader.flush()
+        writer.finish()
+    finally:
+        writer.stop()
+    if not summary.incremental:
+        conn.execute("BEGIN")
     changed_tags.update(row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],)))
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 
@@ -238,7 +250,6 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
     if summary.rejected:
         load.prune_orphans(conn, full_text=not full)
-    recreate_indexes(conn)
     load.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     if full:

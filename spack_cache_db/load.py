@@ -1,6 +1,8 @@
 """Load pages into cache.db: ids resolved in memory, rows written in batches, unchanged pages kept."""
 
 import json
+import multiprocessing
+import signal
 import sqlite3
 
 from . import normalise
@@ -46,6 +48,7 @@ INSERTS = {
         "INSERT INTO page_specs (page_id, spec_id, listing_id, position, compiler_exact, standard_tarball, extra)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)"
     ),
+    "tag_stacks": "INSERT INTO tag_stacks (tag_id, stack_id) VALUES (?, ?)",
 }
 
 # How each lookup's key is read back from an existing database, for incremental builds.
@@ -72,11 +75,112 @@ def _key_of(row):
     return row[0] if len(row) == 2 else tuple(row[:-1])
 
 
-class Loader:
-    """Turns pages into rows of one open database, remembering every id it has handed out."""
+class DirectWriter:
+    """Writes batches of rows on the build's own connection, inside its transaction."""
 
     def __init__(self, conn):
         self.conn = conn
+
+    def write(self, batches):
+        for table, rows in batches:
+            self.conn.executemany(INSERTS[table], rows)
+
+    def sync(self):
+        pass
+
+    def finish(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+class BackgroundWriter:
+    """Writes batches of rows in a second process with its own connection, so that SQLite's inserts run on
+    another core while this one reads and checks pages. For a new file: nothing else may write to it
+    meanwhile, and the build reads it back only after sync()."""
+
+    def __init__(self, path):
+        context = multiprocessing.get_context()
+        self.pipe, child_end = context.Pipe()
+        self.process = context.Process(target=_write_batches, args=(str(path), child_end, self.pipe), daemon=True)
+        self.process.start()
+        child_end.close()
+
+    def write(self, batches):
+        self._send(batches)
+        if self.pipe.poll():  # the writer sends nothing unasked but why it failed
+            self._raise_failure()
+
+    def sync(self):
+        """Wait until every batch sent so far is committed."""
+        self._send("sync")
+        self._expect_done()
+
+    def finish(self):
+        self._send("finish")
+        self._expect_done()
+        self.process.join()
+
+    def stop(self):
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.pipe.close()
+
+    def _send(self, message):
+        try:
+            self.pipe.send(message)
+        except OSError:  # the writer has stopped; it said why before it did
+            self._raise_failure()
+
+    def _expect_done(self):
+        try:
+            reply = self.pipe.recv()
+        except EOFError:
+            self.process.join()
+            reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
+        if reply != "done":
+            raise sqlite3.OperationalError(reply)
+
+    def _raise_failure(self):
+        self._expect_done()
+        raise sqlite3.OperationalError("the writer process stopped without saying why")
+
+
+def _write_batches(path, pipe, builds_end):
+    """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
+    what failed and stops."""
+    builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build decides when to stop, and stops this process
+    conn = open_for_build(path)
+    try:
+        while True:
+            try:
+                message = pipe.recv()
+            except EOFError:  # the build is gone
+                return
+            if message in ("sync", "finish"):
+                pipe.send("done")
+                if message == "finish":
+                    return
+                continue
+            conn.execute("BEGIN")
+            for table, rows in message:
+                conn.executemany(INSERTS[table], rows)
+            conn.execute("COMMIT")
+    except sqlite3.Error as error:
+        pipe.send(str(error))
+    finally:
+        conn.close()
+
+
+class Loader:
+    """Turns pages into rows of one open database, remembering every id it has handed out."""
+
+    def __init__(self, conn, writer):
+        self.conn = conn
+        self.writer = writer
         self.ids = {}
         self.next_id = {}
         self.pending = {table: [] for table in INSERTS}
@@ -162,10 +266,11 @@ class Loader:
                 json.dumps(page.extra, sort_keys=True) if page.extra else None,
             ),
         )
-        for spec_hash, new_spec, listing_id, details in rows:
+        add_spec, add_page_spec = self.pending["specs"].append, self.pending["page_specs"].append
+        for new_spec, spec_id, listing_id, details in rows:
             if new_spec is not None:
-                self.queue("specs", new_spec)
-            self.queue("page_specs", (page_id, self.spec_ids[spec_hash] & 0xFFFFFFFF, listing_id, *details))
+                add_spec(new_spec)
+            add_page_spec((page_id, spec_id, listing_id, *details))
         return specs
 
     def _parse_specs(self, page):
@@ -186,44 +291,53 @@ class Loader:
         return specs
 
     def _spec_row(self, page, package_id, position, spec):
-        built = spec.built
+        spec_hash, built, stacks, size, extra = spec
         configuration_id = self.configuration_by_built.get((package_id, built.number))
         if configuration_id is None:
             configuration_id = self._configuration_id(page.title, package_id, built)
             self.configuration_by_built[(package_id, built.number)] = configuration_id
-        known = self.spec_ids.get(spec.hash)
+        known = self.spec_ids.get(spec_hash)
         new_spec = None
         if known is None:
             spec_id = self.next_id["specs"]
-            self.next_id["specs"] += 1
-            self.spec_ids[spec.hash] = spec_id | configuration_id << 32
-            if spec.size is not None:
-                self.spec_sizes[spec.hash] = spec.size
-            new_spec = (spec_id, spec.hash, configuration_id, spec.size)
-        elif known >> 32 != configuration_id or self.spec_sizes.get(spec.hash) != spec.size:
+            self.next_id["specs"] = spec_id + 1
+            self.spec_ids[spec_hash] = spec_id | configuration_id << 32
+            if size is not None:
+                self.spec_sizes[spec_hash] = size
+            new_spec = (spec_id, spec_hash, configuration_id, size)
+        elif known >> 32 != configuration_id or self.spec_sizes.get(spec_hash) != size:
             raise PageError(
                 page.path,
                 f"spec_details[{position}].hash",
-                f"expected the same facts wherever hash {spec.hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
-                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(spec.hash))} and this page as "
-                f"{self._describe(configuration_id, spec.size)}",
+                f"expected the same facts wherever hash {spec_hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
+                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(spec_hash))} and this page as "
+                f"{self._describe(configuration_id, size)}",
             )
-        listing_id = self.listing_by_stacks.get((configuration_id, spec.stacks))
+        else:
+            spec_id = known & 0xFFFFFFFF
+        listing_id = self.listing_by_stacks.get((configuration_id, stacks))
         if listing_id is None:
-            listing_id = self._listing_id(configuration_id, self._stack_set_id(spec.stacks))
-            self.listing_by_stacks[(configuration_id, spec.stacks)] = listing_id
-        extra, standard_tarball = spec.extra, 0
-        if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
-            page.tag, page.title, built.version, built.platform, built.os, built.target, built.compiler, spec.hash
-        ):
-            extra = {k: v for k, v in extra.items() if k != "tarball"}
-            standard_tarball = 1
-        extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
-        return spec.hash, new_spec, listing_id, (position, int(built.compiler_exact), standard_tarball, extra)
+            listing_id = self._listing_id(configuration_id, self._stack_set_id(stacks))
+            self.listing_by_stacks[(configuration_id, stacks)] = listing_id
+        standard_tarball = 0
+        if extra:
+            if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
+                page.tag, page.title, built.version, built.platform, built.os, built.target, built.compiler, spec_hash
+            ):
+                extra = {k: v for k, v in extra.items() if k != "tarball"}
+                standard_tarball = 1
+            extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
+        else:
+            extra = None
+        return new_spec, spec_id, listing_id, (position, int(built.compiler_exact), standard_tarball, extra)
+
+    def _read_back(self, sql, parameters):
+        self.writer.sync()
+        return self.conn.execute(sql, parameters)
 
     def _look_up_in_database(self, hashes):
         """Remember the specs of an earlier build among these hashes: one query per page."""
-        rows = self.conn.execute(
+        rows = self._read_back(
             "SELECT hash, id, configuration_id, size FROM specs WHERE hash IN (SELECT value FROM json_each(?))",
             (json.dumps(hashes),),
         )
@@ -237,7 +351,7 @@ class Loader:
         page_id = next((row[0] for row in self.pending["page_specs"] if row[1] == spec_id), None)
         if page_id is not None:
             return next(row[3] for row in self.pending["pages"] if row[0] == page_id)
-        row = self.conn.execute(
+        row = self._read_back(
             "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
             " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
             (spec_id,),
@@ -251,7 +365,7 @@ class Loader:
                 package, built.version, built.variants, built.platform, built.os, built.target, built.compiler
             )
         else:
-            spec = self.conn.execute(
+            spec = self._read_back(
                 "SELECT spec FROM configuration_specs WHERE configuration_id = ?", (configuration_id,)
             ).fetchone()[0]
         return spec if size is None else f"{spec} (size {size})"
@@ -337,31 +451,27 @@ class Loader:
         self.next_id = next_id
 
     def flush(self):
-        for table, sql in INSERTS.items():
-            rows = self.pending[table]
-            if rows:
-                self.conn.executemany(sql, rows)
-                rows.clear()
+        batches = [(table, rows) for table, rows in self.pending.items() if rows]
+        if batches:
+            self.writer.write(batches)
+            self.pending = {table: [] for table in INSERTS}
 
 
 def _first_key_order(specs):
-    order = []
-    for entry in specs:
-        for key in entry:
-            if key not in order:
-                order.append(key)
-    return order
+    order = {}
+    for keys in dict.fromkeys(tuple(entry) for entry in specs):  # a page's specs share a few key orders
+        order.update(dict.fromkeys(keys))
+    return list(order)
 
 
-def load_tags_yaml(loader, conn, tags):
-    """Tags and their stacks as _data/tags.yaml declares them."""
-    conn.execute("DELETE FROM tag_stacks")
+def load_tags_yaml(loader, tags):
+    """Tags and their stacks as _data/tags.yaml declares them (tag_stacks has been emptied)."""
     rows = set()
     for name, stacks in tags:
         tag_id = loader.tag_id(name)
         rows.update((tag_id, loader.stack_id(stack)) for stack in stacks)
-    loader.flush()
-    conn.executemany("INSERT INTO tag_stacks (tag_id, stack_id) VALUES (?, ?)", sorted(rows))
+    for row in sorted(rows):
+        loader.queue("tag_stacks", row)
 
 
 def rank_versions_and_tags(conn):

@@ -386,21 +386,3 @@ def refresh_counts(conn, tag_ids=None):
     counts["row_counts"] = len(counts)
     conn.execute("DELETE FROM row_counts")
     conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))
-
-
-def drop_indexes(conn):
-    """Bulk loads run faster without secondary indexes; recreate_indexes puts them back. Only a new
-    file loses them: its hashes are unique because the loader hands out one id per hash, and the unique
-    index built at the end would refuse the file otherwise."""
-    for name in _index_names():
-        conn.execute(f"DROP INDEX IF EXISTS {name}")
-
-
-def recreate_indexes(conn):
-    for statement in INDEXES.strip().split(";"):
-        if statement.strip():
-            conn.execute(statement.replace("INDEX", "INDEX IF NOT EXISTS", 1))
-
-
-def _index_names():
-    return [line.split(" ON ")[0].split()[-1] for line in INDEXES.strip().splitlines()]

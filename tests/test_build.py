@@ -188,6 +188,43 @@ def test_same_hash_with_conflicting_facts_is_an_error(tmp_path):
     assert "arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected and "zen3" in raised.value.expected
 
 
+def test_a_conflict_with_a_page_already_written_names_that_page(tmp_path, monkeypatch):
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_EVERY", 1)  # every page goes to the writer process at once
+    first = write_page(tmp_path, "bolt", "develop", [spec(1)])
+    write_page(tmp_path, "cli11", "develop", [spec(2)])
+    second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
+    with pytest.raises(PageError) as raised:
+        build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    assert raised.value.path == str(second)
+    assert f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected
+
+
+def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, monkeypatch):
+    for number, package in enumerate(("bolt", "cli11", "hdf5", "mpich")):
+        write_page(tmp_path, package, "develop", [spec(2 * number), spec(2 * number + 1, target="zen3")])
+        write_page(tmp_path, package, "v0.23.1", [spec(2 * number)])
+    write_page(tmp_path, "zlib", "develop", [spec(20, hash="not-a-hash")])
+    everything = "SELECT tag, package, hash, spec, stacks FROM binaries ORDER BY tag, hash"
+    build([str(tmp_path / "_cache")], tmp_path / "one.db", keep_going=True)
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_EVERY", 1)
+    build([str(tmp_path / "_cache")], tmp_path / "many.db", keep_going=True)
+    assert len(rows(tmp_path / "one.db", everything)) == 12
+    for sql in (everything, "SELECT path, field FROM problems", "SELECT * FROM row_counts"):
+        assert rows(tmp_path / "many.db", sql) == rows(tmp_path / "one.db", sql)
+
+
+def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypatch):
+    from spack_cache_db import load
+
+    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    monkeypatch.setitem(load.INSERTS, "specs", "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)")
+    db = tmp_path / "cache.db"
+    with pytest.raises(BuildError, match=r"could not write the new database beside it \(CHECK constraint failed"):
+        build([str(tmp_path / "_cache")], db)
+    assert not db.exists()
+    assert list(tmp_path.glob(".cache.db.tmp-*")) == []
+
+
 def test_keep_going_records_rejected_pages_and_builds_the_rest(tmp_path):
     write_page(tmp_path, "bolt", "develop", [spec(1)])
     bad = write_page(tmp_path, "cli11", "develop", [spec(2, hash="not-a-hash")])

@@ -89,6 +89,32 @@ def test_kill_9_during_an_incremental_update_leaves_the_previous_database(corpus
     assert outcomes.count(False) >= 3, outcomes
 
 
+def child_pids(pid):
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_the_writer_process_ends_with_a_killed_build(corpus, tmp_path):
+    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
+    process = builder(corpus / "site", "-o", tmp_path / "cache.db")
+    time.sleep(duration * 0.5)
+    writers = child_pids(process.pid)
+    process.kill()
+    process.wait()
+    assert writers, "the kill landed after the writer process had finished"
+    deadline = time.monotonic() + 10
+    while any(map(running, writers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(running, writers))
+
+
+def running(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; whoever adopted it may not have reaped it yet
+
+
 def test_the_next_build_removes_what_a_killed_build_left(corpus, tmp_path):
     db = tmp_path / "cache.db"
     duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
