@@ -254,18 +254,25 @@ def parse_spec(entry, where, cache):
         built = _check_built(entry, where, len(cache.built))
         if key is not None:
             cache.built[key] = built
-    spec_hash = _text(entry, "hash", where)
-    if not _HASH.match(spec_hash):
+    spec_hash = entry["hash"]
+    if type(spec_hash) is not str or not _HASH.match(spec_hash):
+        _text(entry, "hash", where)
         raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
-    stacks = _text_list(entry, "stacks", where)
-    sorted_stacks = cache.stacks.get(tuple(stacks))
+    stacks, sorted_stacks = entry["stacks"], None
+    if type(stacks) is list:
+        try:
+            sorted_stacks = cache.stacks.get(tuple(stacks))  # only lists already checked are in the cache
+        except TypeError:  # unhashable values, named by _text_list
+            pass
     if sorted_stacks is None:
+        stacks = _text_list(entry, "stacks", where)
         sorted_stacks = cache.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))
+    size = entry["size"]
     return Spec(
         spec_hash,
         built,
         sorted_stacks,
-        _size(entry["size"], where),
+        None if size == "-" else _size(size, where),
         {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
     )
 
@@ -297,8 +304,6 @@ def _check_built(entry, where, number):
 
 
 def _size(value, where):
-    if value == "-":
-        return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if isinstance(value, str) and value.isdigit():

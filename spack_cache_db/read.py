@@ -215,19 +215,15 @@ def _json(path, field, text):
         raise PageError(path, field, f"expected valid JSON ({error})") from error
 
 
-_USUAL_SPEC_KEYS = sorted(SPEC_FIELDS)
+_USUAL_SPEC_KEYS = tuple(sorted(SPEC_FIELDS))
 
 
 def _written_sorted(meta, specs):
     keys = list(meta)
     if keys != sorted(keys):
         return False
-    for spec in specs:
-        if isinstance(spec, dict):
-            keys = list(spec)
-            if keys != _USUAL_SPEC_KEYS and keys != sorted(keys):
-                return False
-    return True
+    key_orders = {tuple(spec) for spec in specs if type(spec) is dict}  # a page's specs share a few
+    return all(keys == _USUAL_SPEC_KEYS or list(keys) == sorted(keys) for keys in key_orders)
 
 
 def _yaml_form(path, body):
