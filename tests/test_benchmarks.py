@@ -63,3 +63,20 @@ def test_small_benchmark_reports_every_section_and_query(tmp_path):
     assert data["full_build"]["builder"]["peak_rss_mib"] > 0
     assert data["unchanged_rebuild"]["wrote_nothing"]
     assert data["add_tag"]["counts_add_up"]
+
+
+def test_peak_memory_counts_the_builders_child_processes():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from run import run_measured
+
+    holds_80_mib = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1)"
+    parent_and_child = (
+        "import multiprocessing, time\n"
+        f"def hold():\n    {holds_80_mib}\n"
+        "if __name__ == '__main__':\n"
+        "    child = multiprocessing.Process(target=hold); child.start()\n"
+        f"    {holds_80_mib}\n"
+        "    child.join()\n"
+    )
+    measured = run_measured([sys.executable, "-c", parent_and_child])
+    assert measured["peak_rss_kib"] >= 160 << 10
