@@ -8,12 +8,14 @@ filtered by those columns alone. Other filters count live, as Datasette does.
 """
 
 import asyncio
+import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 from datasette import hookimpl
 from datasette.database import QueryInterrupted
-from datasette.facets import Facet
+from datasette.facets import Facet, load_facet_configs
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
@@ -63,6 +65,17 @@ _NOT_FILTERS = {
 }  # fmt: skip
 
 
+def _column(config):
+    return config.get("column") or config["simple"]
+
+
+def _datasette_order(value_and_count):
+    """Most rows first, then by value as SQLite orders them (numbers before text before blobs)."""
+    value, count = value_and_count
+    kind = 0 if isinstance(value, int | float) else 1 if isinstance(value, str) else 2
+    return -count, kind, value
+
+
 class _Precounted(Facet):
     """A facet read from the view's cube (<view>_cube, counted by the build) when an immutable
     database's page is filtered by nothing but cube columns; counted live (with Datasette's facet time
@@ -72,10 +85,7 @@ class _Precounted(Facet):
         return []  # Datasette's own column and array facets already suggest these columns
 
     async def facet_results(self):
-        configs = [
-            (source_and_config["config"].get("column") or source_and_config["config"]["simple"], source_and_config["source"])
-            for source_and_config in self.get_configs()
-        ]
+        configs = [(_column(config["config"]), config["source"]) for config in self.get_configs()]
         if not configs:
             return [], []
         facet_size = self.get_facet_size()
@@ -84,7 +94,7 @@ class _Precounted(Facet):
         timed_out = []
         if counts is None:
             try:
-                counts = await self._count_live(columns, facet_size + 1)
+                counts = await self._count_live(columns)
             except QueryInterrupted:
                 counts, timed_out = {}, columns
         results = [
@@ -113,28 +123,41 @@ class _Precounted(Facet):
             "selected": selected,
         }
 
-    async def _count_live(self, columns, limit):
-        """{column: [(value, count), ...]} of the filtered rows, the first `limit` of each column.
-
-        One query for all of them: the rows are read once, with only these columns, into a
-        materialized table (SQLite drops the joins a query does not need only when it is no
-        aggregate), then each column is counted from it."""
-        selected = ", ".join(escape_sqlite(column) for column in columns)
-        counted = " union all ".join(self.count_sql(number, escape_sqlite(column)) for number, column in enumerate(columns))
-        rows = await self.ds.execute(
-            self.database,
-            f"with facet as materialized (select {selected} from ({self.sql})),"
-            f" counted as ({counted}),"
-            " ranked as (select *, row_number() over (partition by number order by count desc, value) as place from counted)"
-            f" select number, value, count from ranked where place <= {limit} order by number, place",
-            self.params,
-            truncate=False,
-            custom_time_limit=self.ds.setting("facet_time_limit_ms"),
-        )
+    async def _count_live(self, columns):
+        """{column: [(value, count), ...] in Datasette's order} of the filtered rows."""
+        grouped_by, groups = await self._live_groups()
         counts = {}
-        for number, value, count in rows.rows:
-            counts.setdefault(columns[number], []).append((value, count))
+        for column in columns:
+            counted = Counter()
+            for values, count in groups:
+                self.add_counts(counted, values[grouped_by.index(column)], count)
+            counts[column] = sorted(counted.items(), key=_datasette_order)
         return counts
+
+    async def _live_groups(self):
+        """(columns, [(their values, rows), ...]): the filtered rows counted per combination of the values
+        of every precounted column the page shows. The column and the array facets, which Datasette runs
+        at the same time, share this one query: the rows are read once, with only these columns, into a
+        materialized table (SQLite drops the joins a query does not need only when it is no aggregate)."""
+        columns = sorted(
+            {_column(config["config"]) for type_ in _TYPES for config in load_facet_configs(self.request, self.metadata).get(type_, [])}
+        )
+        shared = self.request.scope.setdefault("spack_cache_db.live_groups", {})
+        key = (self.database, self.sql, json.dumps(self.params, sort_keys=True, default=str), tuple(columns))
+        if key not in shared:
+            selected = ", ".join(escape_sqlite(column) for column in columns)
+            shared[key] = asyncio.ensure_future(
+                self.ds.execute(
+                    self.database,
+                    f"with facet as materialized (select {selected} from ({self.sql}))"
+                    f" select {selected}, count(*) from facet group by {selected}",
+                    self.params,
+                    truncate=False,
+                    custom_time_limit=self.ds.setting("facet_time_limit_ms"),
+                )
+            )
+        rows = (await shared[key]).rows
+        return columns, [(tuple(row)[:-1], row[-1]) for row in rows]
 
     async def _count_from_cube(self, columns):
         """{column: [(value, count), ...] in Datasette's order}, or None when the cube cannot answer."""
@@ -176,6 +199,9 @@ class _Precounted(Facet):
         return filters if len(self.params) == len(filters) else None
 
 
+_TYPES = ("precounted", "precounted_array")
+
+
 class PrecountedColumnFacet(_Precounted):
     type = "precounted"
     shown_as = "column"
@@ -185,11 +211,9 @@ class PrecountedColumnFacet(_Precounted):
         return f"{column}__exact" if column.startswith("_") else column
 
     @staticmethod
-    def count_sql(number, column):
-        return (
-            f"select {number} as number, {column} as value, count(*) as count from facet"
-            f" where {column} is not null group by {column}"
-        )
+    def add_counts(counted, value, count):
+        if value is not None:
+            counted[value] += count
 
     @staticmethod
     def cube_sql(cube, column, where):
@@ -208,16 +232,16 @@ class PrecountedArrayFacet(_Precounted):
         return f"{column}__arraycontains"
 
     @staticmethod
-    def count_sql(number, column):
-        # Datasette 0.65's array facet puts json_each before the rows it reads ("json_each(inner.x) join
-        # inner"); over this view SQLite 3.40 then finds no rows at all. Rows share a few arrays, so each
-        # distinct array is counted once and then split. The arrays here are sets: each (row, value) pair
-        # counts once without Datasette's DISTINCT.
-        return (
-            f"select {number} as number, j.value as value, sum(arrays.n) as count"
-            f" from (select {column} as array, count(*) as n from facet group by {column}) as arrays"
-            " join json_each(arrays.array) j group by j.value"
-        )
+    def add_counts(counted, array, count):
+        # Datasette 0.65's own array facet puts json_each before the rows it reads ("json_each(inner.x)
+        # join inner"); over this view SQLite 3.40 then finds no rows at all. Here rows come grouped by
+        # their array, and each value an array holds counts the group's rows (the arrays here are sets).
+        try:
+            values = json.loads(array) if isinstance(array, str) else None
+        except ValueError:
+            values = None
+        for value in values if isinstance(values, list) else []:
+            counted[json.dumps(value, separators=(",", ":")) if isinstance(value, list | dict) else value] += count
 
     @staticmethod
     def cube_sql(cube, column, where):

@@ -85,6 +85,21 @@ async def test_a_filtered_page_counts_live(cache_db):
     )
 
 
+@pytest.mark.asyncio
+async def test_a_search_counts_every_facet_live_in_one_query(cache_db):
+    ds = Datasette(immutables=[str(cache_db)], metadata=METADATA, settings={"trace_debug": True})
+    data = await get_json(ds, "/cache/binaries.json?_search=mpi&_facet_size=max&_trace=1")
+    where = "WHERE listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
+    assert 0 < data["filtered_table_rows_count"] < live_facet(cache_db, "binaries", "platform", "column")["linux"]
+    for column, kind in FACETS["binaries"].items():
+        facet = data["facet_results"][column]
+        assert shown(facet) == live_facet(cache_db, "binaries", column, kind, where, ["mpi"]), column
+        counts = [(-value["count"], value["value"]) for value in facet["results"]]
+        assert counts == sorted(counts), f"{column}: not in Datasette's order (count, then value)"
+    facet_queries = [trace["sql"] for trace in data["_trace"]["traces"] if "with facet as materialized" in trace["sql"]]
+    assert len(facet_queries) == 1, "the column and the array facets read the rows once between them"
+
+
 @pytest.mark.parametrize("column", ["os", "stacks"])
 @pytest.mark.asyncio
 async def test_following_a_facet_value_shows_that_many_rows(cache_db, column):
