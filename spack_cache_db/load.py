@@ -4,6 +4,8 @@ import json
 import multiprocessing
 import signal
 import sqlite3
+import sys
+import threading
 
 from . import normalise
 from .normalise import SpecError
@@ -101,7 +103,7 @@ class BackgroundWriter:
     meanwhile, and the build reads it back only after sync()."""
 
     def __init__(self, path):
-        context = multiprocessing.get_context()
+        context = multiprocessing.get_context(_start_method())
         self.pipe, child_end = context.Pipe()
         self.process = context.Process(target=_write_batches, args=(str(path), child_end, self.pipe), daemon=True)
         self.process.start()
@@ -137,7 +139,7 @@ class BackgroundWriter:
     def _expect_done(self):
         try:
             reply = self.pipe.recv()
-        except EOFError:
+        except (EOFError, OSError):
             self.process.join()
             reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
         if reply != "done":
@@ -146,6 +148,12 @@ class BackgroundWriter:
     def _raise_failure(self):
         self._expect_done()
         raise sqlite3.OperationalError("the writer process stopped without saying why")
+
+
+def _start_method():
+    """fork where it is fast and safe (Linux, a process with one thread, such as the command line);
+    spawn elsewhere, since a fork copies whatever locks other threads hold at that moment."""
+    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
 
 
 def _write_batches(path, pipe, builds_end):

@@ -225,6 +225,27 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
     assert list(tmp_path.glob(".cache.db.tmp-*")) == []
 
 
+def test_a_build_beside_other_threads_spawns_its_writer(tmp_path):
+    import threading
+
+    from spack_cache_db import load
+
+    write_page(tmp_path, "bolt", "develop", [spec(1), spec(2, target="zen3")])
+    stop = threading.Event()
+    waiting = threading.Thread(target=stop.wait)
+    waiting.start()
+    try:
+        assert load._start_method() == "spawn"
+        build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    finally:
+        stop.set()
+        waiting.join()
+    assert rows(tmp_path / "cache.db", "SELECT target FROM binaries ORDER BY target") == [
+        {"target": "x86_64_v3"},
+        {"target": "zen3"},
+    ]
+
+
 def test_keep_going_records_rejected_pages_and_builds_the_rest(tmp_path):
     write_page(tmp_path, "bolt", "develop", [spec(1)])
     bad = write_page(tmp_path, "cli11", "develop", [spec(2, hash="not-a-hash")])
