@@ -53,7 +53,7 @@ def timed_build(*args):
 
 def kill_at_fractions(args, db, before, duration, sig=signal.SIGKILL):
     outcomes = []
-    for fraction in (0.15, 0.35, 0.55, 0.75, 0.9):
+    for fraction in (0.1, 0.25, 0.4, 0.55, 0.75):  # mostly early: a build can run twice as fast as its timing
         process = builder(*args)
         time.sleep(duration * fraction)
         process.send_signal(sig)
@@ -93,14 +93,21 @@ def child_pids(pid):
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def wait_while_building(process, condition, what):
+    """Poll until condition() holds, failing if the build ends first: the signal then lands mid-build."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert process.poll() is None, f"the build ended before {what}"
+        assert time.monotonic() < deadline, f"still no sign that {what} after 60 s"
+        time.sleep(0.005)
+
+
 def test_the_writer_process_ends_with_a_killed_build(corpus, tmp_path):
-    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
     process = builder(corpus / "site", "-o", tmp_path / "cache.db")
-    time.sleep(duration * 0.5)
+    wait_while_building(process, lambda: child_pids(process.pid), "its writer process started")
     writers = child_pids(process.pid)
     process.kill()
     process.wait()
-    assert writers, "the kill landed after the writer process had finished"
     deadline = time.monotonic() + 10
     while any(map(running, writers)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -117,24 +124,22 @@ def running(pid):
 
 def test_the_next_build_removes_what_a_killed_build_left(corpus, tmp_path):
     db = tmp_path / "cache.db"
-    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
     process = builder(corpus / "site", "-o", db)
-    time.sleep(duration * 0.6)
+    wait_while_building(process, lambda: temporaries(db), "it created its temporary file")
     process.kill()
     process.wait()
     left = temporaries(db)
+    assert left
     assert builder("seeds", "-o", db).wait() == 0
     assert temporaries(db) == []
-    assert left, "the kill landed after the build had finished; nothing to clean"
 
 
 def test_ctrl_c_stops_cleanly_with_a_message(corpus, tmp_path):
     db = tmp_path / "cache.db"
     assert builder("seeds", "-o", db).wait() == 0
     before = db.read_bytes()
-    duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
     process = builder(corpus / "site", "-o", db)
-    time.sleep(duration * 0.6)
+    wait_while_building(process, lambda: temporaries(db), "it created its temporary file")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate()
     assert process.returncode == 130
