@@ -134,11 +134,17 @@ def test_the_next_build_removes_what_a_killed_build_left(corpus, tmp_path):
     assert temporaries(db) == []
 
 
+def answer_ctrl_c():
+    """As a program started from a terminal does: a shell runs background jobs (CI's, say) with SIGINT ignored,
+    and children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_with_a_message(corpus, tmp_path):
     db = tmp_path / "cache.db"
     assert builder("seeds", "-o", db).wait() == 0
     before = db.read_bytes()
-    process = builder(corpus / "site", "-o", db)
+    process = builder(corpus / "site", "-o", db, preexec_fn=answer_ctrl_c)
     wait_while_building(process, lambda: temporaries(db), "it created its temporary file")
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate()
