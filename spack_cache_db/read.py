@@ -202,7 +202,10 @@ def _generator_form(body):
     categories = _CATEGORIES.match(fields["categories"])
     if not title or not categories or fields["layout"] != "cache":
         return None
-    fields["title"] = json.loads(f'"{title.group(1)}"')
+    try:
+        fields["title"] = json.loads(f'"{title.group(1)}"')
+    except ValueError:  # an escape YAML has and JSON has not, such as \a: the YAML reading decides
+        return None
     fields["categories"] = [categories.group(1), categories.group(2)]
     return fields
 

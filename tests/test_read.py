@@ -76,6 +76,8 @@ def test_crlf_and_byte_order_mark_are_accepted(tmp_path):
         ('---\ntitle: "x"\nlayout: cache\ncategories: [package]\nmeta: {}\nspec_details: []\n---', "categories", "[package, <tag>]"),
         ('---\ntitle: "../x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "title", "package name"),
         ('---\ntitle: "x"\nlayout: cache\ncategories: [package, ../../etc]\nmeta: {}\nspec_details: []\n---', "categories", "tag name"),
+        # \a is an escape in YAML (a bell) but not in JSON: found by the property test
+        ('---\ntitle: "\\a-0000"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "title", "package name"),
     ],
 )
 def test_bad_pages_name_file_field_and_expectation(tmp_path, text, field, expected):
