@@ -225,7 +225,7 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
     assert list(tmp_path.glob(".cache.db.tmp-*")) == []
 
 
-def test_a_build_beside_other_threads_spawns_its_writer(tmp_path):
+def test_a_build_beside_other_threads_starts_its_writer_from_a_clean_process(tmp_path):
     import threading
 
     from spack_cache_db import load
@@ -235,7 +235,7 @@ def test_a_build_beside_other_threads_spawns_its_writer(tmp_path):
     waiting = threading.Thread(target=stop.wait)
     waiting.start()
     try:
-        assert load._start_method() == "spawn"
+        assert load._start_method() in ("forkserver", "spawn")
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     finally:
         stop.set()
