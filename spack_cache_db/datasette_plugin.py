@@ -128,9 +128,9 @@ class _Precounted(Facet):
         grouped_by, groups = await self._live_groups()
         counts = {}
         for column in columns:
-            counted = Counter()
+            counted, position = Counter(), grouped_by.index(column)
             for values, count in groups:
-                self.add_counts(counted, values[grouped_by.index(column)], count)
+                self.add_counts(counted, values[position], count)
             counts[column] = sorted(counted.items(), key=_datasette_order)
         return counts
 
