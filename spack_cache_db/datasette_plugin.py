@@ -163,11 +163,11 @@ class _Precounted(Facet):
         """{column: [(value, count), ...] in Datasette's order}, or None when the cube cannot answer."""
         db = self.ds.get_database(self.database)
         cube = f"{self.table}_cube"
-        if db.is_mutable or not await db.table_exists(cube):
+        filters = self._filters()  # first: a search or other filter needs no look at the database
+        if filters is None or db.is_mutable or not await db.table_exists(cube):
             return None
-        filters = self._filters()
         cube_columns = set(await db.table_columns(cube)) - {"count"}
-        if filters is None or not {column for column, _, _ in filters} | set(columns) <= cube_columns:
+        if not {column for column, _, _ in filters} | set(columns) <= cube_columns:
             return None
         where = " and ".join(
             f"{escape_sqlite(column)} = ?" if operator == "=" else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
