@@ -155,7 +155,7 @@ def _decode(path, data, explicit):
 
 
 _LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
-_CATEGORIES = re.compile(r"^\[([^\[\]\"',]+), ([^\[\]\"',]+)\]$")
+_CATEGORIES = re.compile(r"^\[([A-Za-z0-9][A-Za-z0-9._+-]*), ([A-Za-z0-9][A-Za-z0-9._+-]*)\]$")  # else YAML decides
 _QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 

@@ -38,6 +38,12 @@ def test_yaml_traps_keep_the_text_of_the_document(tmp_path):
     assert page.specs[0]["versions"] == ["1.10"]
 
 
+@pytest.mark.parametrize("categories", ["[package, develop ]", "[ package, develop]", "[package,  develop]"])
+def test_categories_are_read_as_yaml_reads_them(tmp_path, categories):
+    text = page_text("bolt", "develop", [spec(1)]).replace("categories: [package, develop]", f"categories: {categories}")
+    assert read_text(tmp_path, text).tag == "develop"
+
+
 def test_block_style_yaml_is_read_as_text(tmp_path):
     text = (
         "---\ntitle: py-x\nlayout: cache\ncategories:\n  - package\n  - 2025.10\n"
