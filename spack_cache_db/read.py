@@ -155,7 +155,10 @@ def _decode(path, data, explicit):
 
 
 _LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
-_CATEGORIES = re.compile(r"^\[([A-Za-z0-9][A-Za-z0-9._+-]*), ([A-Za-z0-9][A-Za-z0-9._+-]*)\]$")  # else YAML decides
+# Names become folders on export: no separators, no leading dot.
+_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
+_NAME = re.compile(f"^{_NAME_PATTERN}$")
+_CATEGORIES = re.compile(rf"^\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]$")  # anything else: YAML decides
 _QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
@@ -260,8 +263,6 @@ def _check_layout(path, fields, explicit):
             raise PageError(path, key, "expected this field in the front matter")
 
 
-# Names become folders on export: no separators, no leading dot.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def _title(path, fields):
