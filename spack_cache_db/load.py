@@ -264,7 +264,7 @@ class Loader:
         page_id = self.next_id["pages"]
         self.next_id["pages"] += 1
         self.pages_by_name[(page.tag, page.title)] = page.path
-        key_order = None if page.sorted_keys else json.dumps(_first_key_order(page.specs))
+        key_order = None if page.key_order is None else json.dumps(page.key_order)
         self.queue(
             "pages",
             (
@@ -469,13 +469,6 @@ class Loader:
         if batches:
             self.writer.write(batches)
             self.pending = {table: [] for table in INSERTS}
-
-
-def _first_key_order(specs):
-    order = {}
-    for keys in dict.fromkeys(tuple(entry) for entry in specs):  # a page's specs share a few key orders
-        order.update(dict.fromkeys(keys))
-    return list(order)
 
 
 def load_tags_yaml(loader, tags):

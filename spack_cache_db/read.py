@@ -48,6 +48,7 @@ class Page:
     meta_text: str
     specs: list
     sorted_keys: bool  # written the way cache.spack.io's generator writes today
+    key_order: list | None  # otherwise: the specs' keys in the order they first appear, for export
     extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept
 
 
@@ -109,7 +110,7 @@ def read_page(source, data):
     """Parse one file's bytes into a Page; raises PageError, NotACachePage or OldLayoutPage."""
     path = source.path
     text = _decode(path, data, source.explicit)
-    fields, sorted_keys, meta_text = _front_matter(path, text, source.explicit)
+    fields, generator_form, meta_text = _front_matter(path, text, source.explicit)
     title = _title(path, fields)
     tag = _tag(path, fields)
     if source.folder_tag is not None and tag != source.folder_tag:
@@ -126,6 +127,8 @@ def read_page(source, data):
         fields.pop(key)
     if meta_text is None:
         meta_text = json.dumps(meta, sort_keys=True)
+    key_orders = list(dict.fromkeys(tuple(spec) for spec in specs if type(spec) is dict))  # a page's specs share a few
+    sorted_keys = generator_form and _written_sorted(meta, key_orders)
     return Page(
         path=path,
         digest=file_digest(data),
@@ -135,6 +138,7 @@ def read_page(source, data):
         meta_text=meta_text,
         specs=specs,
         sorted_keys=sorted_keys,
+        key_order=None if sorted_keys else list(dict.fromkeys(key for keys in key_orders for key in keys)),
         extra=fields,
     )
 
@@ -164,7 +168,8 @@ _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
 
 def _front_matter(path, text, explicit):
-    """The front matter as a dict of values, whether it is in generator form, and the meta's JSON text."""
+    """The front matter as a dict of values, whether it is in generator form, and the meta's JSON text
+    (None when it is not)."""
     if not text.startswith("---\n"):
         if not explicit:
             raise NotACachePage(path)
@@ -176,18 +181,17 @@ def _front_matter(path, text, explicit):
         raise PageError(path, "front matter", "expected a closing '---' line")
     body = text[4 : end + 1]
     fields = _generator_form(body)
-    sorted_keys, meta_text = fields is not None, None
+    meta_text = None
     if fields is None:
         fields = _yaml_form(path, body)
     else:
         meta_text = fields["meta"]
         fields["meta"] = _json(path, "meta", fields["meta"])
         fields["spec_details"] = _json(path, "spec_details", fields["spec_details"])
-        sorted_keys = _written_sorted(fields["meta"], fields["spec_details"])
     _check_layout(path, fields, explicit)
     if text[end + 4 :].strip():
         raise PageError(path, "front matter", "expected nothing after the closing '---' line")
-    return fields, sorted_keys, meta_text
+    return fields, meta_text is not None, meta_text
 
 
 def _generator_form(body):
@@ -224,11 +228,10 @@ def _json(path, field, text):
 _USUAL_SPEC_KEYS = tuple(sorted(SPEC_FIELDS))
 
 
-def _written_sorted(meta, specs):
+def _written_sorted(meta, key_orders):
     keys = list(meta)
     if keys != sorted(keys):
         return False
-    key_orders = {tuple(spec) for spec in specs if type(spec) is dict}  # a page's specs share a few
     return all(keys == _USUAL_SPEC_KEYS or list(keys) == sorted(keys) for keys in key_orders)
 
 

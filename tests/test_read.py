@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from pagemaker import page_text, spec, write_page
@@ -25,6 +27,7 @@ def test_old_era_page_keeps_its_hash_first_order_and_tarball():
     page = read_page(SourceFile(path, True), open(path, "rb").read())
     assert page.sorted_keys is False
     assert list(page.specs[0])[:2] == ["hash", "compiler"]
+    assert page.key_order == list(page.specs[0])
     assert page.specs[0]["tarball"].startswith("https://binaries.spack.io/develop-2024-03-17/build_cache/")
     assert list(page.meta)[0] == "versions"
 
@@ -42,6 +45,21 @@ def test_yaml_traps_keep_the_text_of_the_document(tmp_path):
 def test_categories_are_read_as_yaml_reads_them(tmp_path, categories):
     text = page_text("bolt", "develop", [spec(1)]).replace("categories: [package, develop]", f"categories: {categories}")
     assert read_text(tmp_path, text).tag == "develop"
+
+
+def test_key_order_of_specs_written_in_different_orders_is_each_keys_first_appearance(tmp_path):
+    hash_first = {"hash": spec(1)["hash"], **{k: v for k, v in spec(1).items() if k != "hash"}}
+    with_tarball = {**spec(2), "tarball": "https://example.org/x.spack"}
+    text = page_text("bolt", "develop", [spec(1), spec(2)]).split("spec_details: ")[0]
+    text += "spec_details: " + json.dumps([hash_first, with_tarball]) + "\n---"
+    page = read_text(tmp_path, text)
+    assert page.sorted_keys is False
+    assert page.key_order == list(hash_first) + ["tarball"]
+
+
+def test_sorted_pages_need_no_key_order(tmp_path):
+    page = read_text(tmp_path, page_text("bolt", "develop", [spec(1), spec(2)]))
+    assert (page.sorted_keys, page.key_order) == (True, None)
 
 
 def test_block_style_yaml_is_read_as_text(tmp_path):
