@@ -253,8 +253,9 @@ JOIN pages ON pages.id = page_specs.page_id
 JOIN tags ON tags.id = pages.tag_id
 JOIN packages ON packages.id = pages.package_id
 -- Every key here is NOT NULL and checked, so LEFT JOIN gives the rows an inner join would. It lets SQLite
--- skip the joins a count or a facet does not need, and keeps page_specs first in the plan; configurations
--- come through the listing (the spec's own configuration) so a search can lead.
+-- skip the joins a plain select of a few columns does not need (an aggregate such as count(*) still makes
+-- every lookup), and keeps page_specs first in the plan; configurations come through the listing (the
+-- spec's own configuration) so a search can lead.
 LEFT JOIN specs ON specs.id = page_specs.spec_id
 LEFT JOIN listings ON listings.id = page_specs.listing_id
 LEFT JOIN configurations ON configurations.id = listings.configuration_id
