@@ -283,7 +283,21 @@ def counts_add_up(added, base, alone):
 
 def database_facts(db, corpus_bytes):
     size = db.stat().st_size
-    return {"bytes": size, "fraction_of_corpus": size / corpus_bytes, "counts": db_counts(db)}
+    return {"bytes": size, "fraction_of_corpus": size / corpus_bytes, "counts": db_counts(db), "largest": largest_objects(db)}
+
+
+def largest_objects(db, most=10):
+    """[(table or index, bytes)] of the biggest objects in the file, from SQLite's dbstat (empty where
+    this SQLite lacks it)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT ?", (most,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        conn.close()
 
 
 # --- serving ---------------------------------------------------------------------------------------------------
@@ -588,6 +602,13 @@ def render_database(results):
         (
             f"{db['bytes'] / 1e6:.1f} MB, **{db['fraction_of_corpus']:.1%}** of the corpus's "
             f"{results['corpus']['bytes'] / 1e6:.1f} MB of pages. Rows: {counts}."
+        ),
+        "",
+        "The largest tables and indexes (SQLite's dbstat):",
+        "",
+        *table(
+            ["", "MB", "of the corpus"],
+            [[f"`{name}`", f"{size / 1e6:.1f}", f"{size / results['corpus']['bytes']:.1%}"] for name, size in db["largest"]],
         ),
     ]
 

@@ -63,6 +63,9 @@ def test_small_benchmark_reports_every_section_and_query(tmp_path):
     assert data["full_build"]["builder"]["peak_rss_mib"] > 0
     assert data["unchanged_rebuild"]["wrote_nothing"]
     assert data["add_tag"]["counts_add_up"]
+    largest = dict(data["database"]["largest"])
+    assert "specs" in largest and "page_specs" in largest
+    assert sum(largest.values()) <= data["database"]["bytes"]
 
 
 def test_peak_memory_counts_the_builders_child_processes():
