@@ -55,7 +55,7 @@ async def _stored_row_counts(db):
 
 @hookimpl
 def register_facet_classes():
-    return [PrecountedColumnFacet, PrecountedArrayFacet]
+    return FACET_CLASSES
 
 
 # Request arguments that change how a page looks, not which rows it has.
@@ -139,9 +139,8 @@ class _Precounted(Facet):
         of every precounted column the page shows. The column and the array facets, which Datasette runs
         at the same time, share this one query: the rows are read once, with only these columns, into a
         materialized table (SQLite drops the joins a query does not need only when it is no aggregate)."""
-        columns = sorted(
-            {_column(config["config"]) for type_ in _TYPES for config in load_facet_configs(self.request, self.metadata).get(type_, [])}
-        )
+        configs = load_facet_configs(self.request, self.metadata)
+        columns = sorted({_column(config["config"]) for kind in FACET_CLASSES for config in configs.get(kind.type, [])})
         shared = self.request.scope.setdefault("spack_cache_db.live_groups", {})
         key = (self.database, self.sql, json.dumps(self.params, sort_keys=True, default=str), tuple(columns))
         if key not in shared:
@@ -199,9 +198,6 @@ class _Precounted(Facet):
         return filters if len(self.params) == len(filters) else None
 
 
-_TYPES = ("precounted", "precounted_array")
-
-
 class PrecountedColumnFacet(_Precounted):
     type = "precounted"
     shown_as = "column"
@@ -249,3 +245,6 @@ class PrecountedArrayFacet(_Precounted):
             f"select j.value as value, sum({cube}.count) as count from {cube} join json_each({cube}.{column}) j"
             f" where {where} group by j.value order by count desc, value"
         )
+
+
+FACET_CLASSES = [PrecountedColumnFacet, PrecountedArrayFacet]
