@@ -3,6 +3,7 @@
 import functools
 import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -253,7 +254,7 @@ def parse_spec(entry, where, cache):
     if built is None:
         built = _check_built(entry, where, len(cache.built))
         if key is not None:
-            cache.built[key] = built
+            cache.built[_interned(key)] = built
     spec_hash = entry["hash"]
     if type(spec_hash) is not str or not _HASH.match(spec_hash):
         _text(entry, "hash", where)
@@ -293,14 +294,20 @@ def _check_built(entry, where, number):
         variants.append(variant)
     return Built(
         number,
-        versions[0],
+        sys.intern(versions[0]),
         *compiler,
-        _text(entry, "os", where),
-        _text(entry, "platform", where),
-        _text(entry, "target", where),
+        sys.intern(_text(entry, "os", where)),
+        sys.intern(_text(entry, "platform", where)),
+        sys.intern(_text(entry, "target", where)),
         tuple(variants),
-        tuple(raw_variants),
+        _interned(raw_variants),
     )
+
+
+def _interned(texts):
+    """A cached key or Built keeps one copy of each text, not the copies of the page it was first read from: a
+    whole history's configurations share a few thousand distinct texts."""
+    return tuple(sys.intern(text) if type(text) is str else _interned(text) for text in texts)
 
 
 def _size(value, where):

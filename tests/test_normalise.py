@@ -1,9 +1,13 @@
+import json
+
 import pytest
 
 from spack_cache_db.normalise import (
     Compiler,
+    SpecCache,
     classify_tag,
     parse_compiler,
+    parse_spec,
     parse_variant,
     spec_string,
     tag_sort_key,
@@ -133,3 +137,24 @@ def test_spec_string_follows_spack_syntax():
 def test_spec_string_has_no_compiler_part_for_none():
     text = spec_string("py-six", "1.16.0", [], "linux", "ubuntu22.04", "x86_64_v3", Compiler("none", None))
     assert text == "py-six@1.16.0 arch=linux-ubuntu22.04-x86_64_v3"
+
+
+def test_configurations_read_from_different_pages_share_their_texts():
+    """A build keeps every configuration it has seen: the texts they have in common are held once, not
+    once per page they were read from."""
+    cache = SpecCache()
+
+    def parse(hash_letter, variants):
+        entry = json.loads(json.dumps({  # decoded afresh, as each page is
+            "compiler": "gcc@13.2.0", "hash": hash_letter * 32, "os": "ubuntu24.04", "platform": "linux",
+            "size": "-", "stacks": ["root"], "target": "x86_64_v3", "variants": variants, "versions": ["1.14.6"],
+        }))
+        return parse_spec(entry, "spec_details[0]", cache).built
+
+    first, second = parse("a", ["+mpi", "build_system=cmake"]), parse("b", ["~mpi", "build_system=cmake"])
+    assert first is not second
+    assert (first.os, first.target, first.version) == (second.os, second.target, second.version) == ("ubuntu24.04", "x86_64_v3", "1.14.6")
+    assert first.os is second.os and first.target is second.target and first.version is second.version
+    assert first.raw_variants[1] is second.raw_variants[1]
+    first_key, second_key = cache.built
+    assert first_key[0] is second_key[0] and first_key[4][1] is second_key[4][1]
