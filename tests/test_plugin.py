@@ -219,3 +219,40 @@ async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache
         cache_db
     ).execute("SELECT count(*) FROM binaries").fetchone()[0]
     assert set(ds.inspect_data) == {"cache"}
+
+
+NARROWED = [
+    "os=ubuntu22.04",
+    "version=1.14.6",
+    "tag=develop&package=py-mpi4py",
+    "os__not=ubuntu22.04&compiler__startswith=gcc",
+    "variants__contains=%2Bmpi",
+    "stacks__arraycontains=e4s",
+    "_search=mpi&target=x86_64_v3",
+]
+
+
+@pytest.mark.parametrize("query", NARROWED)
+@pytest.mark.asyncio
+async def test_filters_on_what_a_listing_determines_go_through_the_listings_and_keep_the_rows(cache_db, query):
+    """The plugin adds a clause that picks the listings the filters match; the rows stay those the filters
+    alone give, and SQLite reads them through page_specs' index on listings."""
+    ds = served(cache_db)
+    data = await get_json(ds, f"/cache/binaries.json?{query}&_size=max&_shape=objects")
+    sql, params = data["query"]["sql"], data["query"]["params"]
+    assert "listing_id in (select id from listing_texts where" in sql
+    without = re.sub(r" and listing_id in \(select id from listing_texts where .*?\)\s*(?=limit|order|$)", " ", sql)
+    assert "listing_texts" not in without
+    conn = sqlite3.connect(cache_db)
+    conn.create_function("escape_fts", 1, lambda text: " ".join(f'"{token}"' for token in text.split()))
+    expected = sorted((row[0], row[4]) for row in conn.execute(without.replace("limit 1001", ""), params))  # tag, hash
+    assert 0 < len(expected) == data["filtered_table_rows_count"]
+    assert sorted((row["tag"], row["hash"]) for row in data["rows"]) == expected
+    plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+    assert "page_specs_by_listing" in plan
+
+
+@pytest.mark.asyncio
+async def test_filters_on_columns_a_listing_does_not_determine_add_nothing(cache_db):
+    data = await get_json(served(cache_db), "/cache/binaries.json?tag=develop&hash__startswith=a")
+    assert "listing_texts" not in data["query"]["sql"]
