@@ -397,6 +397,7 @@ async def time_url(ds, path, requests, facets=()):
         timing["error"] = error_message(failed[0])
     if answered and path.split("?")[0].endswith(".json"):
         timing["rows"] = len(answered[-1].json()["rows"])
+        timing["row_count"] = answered[-1].json().get("filtered_table_rows_count")  # None: Datasette's count timed out
     if facets:
         timing["facets_timed_out"] = facet_time_outs(answered, facets)
         timing["answered"] = len(answered)
@@ -467,6 +468,9 @@ async def measure_filtered_pages(ds, facets, parameters, requests):
         ("one tag", {"tag": parameters["tag"]}),
         ("one tag and os", {"tag": parameters["tag"], "os": parameters["os"]}),
         ("one os", {"os": parameters["os"]}),
+        ("one compiler", {"compiler": parameters["compiler"]}),
+        ("one target", {"target": parameters["target"]}),
+        ("one stack", {"stacks__arraycontains": parameters["stack"]}),
     ]
     return [
         {"name": name, **await time_url(ds, url("/cache/binaries.json", filters), requests, facets)}
@@ -715,14 +719,18 @@ def render_binaries_page(results):
 
 def render_filtered_pages(results):
     rows = [
-        [t["name"], f"`{t['url']}`", *latency_cells(t), ", ".join(t["facets_timed_out"]) or "none"]
+        [
+            t["name"], f"`{t['url']}`", *latency_cells(t),
+            "timed out" if t.get("row_count") is None else f"{t['row_count']:,}", ", ".join(t["facets_timed_out"]) or "none",
+        ]
         for t in results["serving"]["filtered_pages"]
-    ]
+    ]  # fmt: skip
     intro = (
         "Where a click on a facet of the whole view leads, for information (no target). Facets come from the"
-        " build's cube on these pages; the row count is Datasette's own, counted live."
+        " build's cube on these pages; the row count is Datasette's own, counted live within its time limit"
+        " (sql_time_limit_ms), or missing from the page when that ran out."
     )
-    header = ["", "url", "status", "rows", "median ms", "p95 ms", "facets timed out"]
+    header = ["", "url", "status", "rows", "median ms", "p95 ms", "row count", "facets timed out"]
     return ["## Filtered binaries pages", "", intro, "", *table(header, rows)]
 
 

@@ -59,7 +59,12 @@ def test_small_benchmark_reports_every_section_and_query(tmp_path):
     # search can run into Datasette's time limit even on the small corpus.
     assert [t["name"] for t in data["serving"]["search"]] == ["binaries table search", "search_specs canned query"]
     assert [t["name"] for t in data["serving"]["binaries_page"]] == ["HTML", "JSON"]
-    assert [t["name"] for t in data["serving"]["filtered_pages"]] == ["one tag", "one tag and os", "one os"]
+    filtered = data["serving"]["filtered_pages"]
+    assert [t["name"] for t in filtered] == ["one tag", "one tag and os", "one os", "one compiler", "one target", "one stack"]
+    assert all(t["row_count"] > 0 for t in filtered), "the small corpus is counted well within the time limit"
+    shown = table_rows(report.split("## Filtered binaries pages")[1])
+    assert shown[0][6] == "row count"
+    assert [row[6] for row in shown[1:]] == [f"{t['row_count']:,}" for t in filtered]
     assert data["full_build"]["builder"]["peak_rss_mib"] > 0
     assert data["unchanged_rebuild"]["wrote_nothing"]
     assert data["add_tag"]["counts_add_up"]
