@@ -4,7 +4,9 @@ Counting the binaries view, or faceting it, means joining a million rows: second
 time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the
 build stored are exact: row_counts gives the whole table's row count, and a view's cube
 (<view>_cube: rows per combination of the columns people facet by) gives its facets on any page
-filtered by those columns alone. Other filters count live, as Datasette does.
+filtered by those columns alone. Other filters count live, as Datasette does; so that such a count
+reads only the rows it counts, a filter on columns that a row's key determines also picks the keys
+from a smaller table (filters_from_request, narrow_by in metadata).
 """
 
 import asyncio
