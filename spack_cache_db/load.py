@@ -213,7 +213,7 @@ class Loader:
         self.built_of = {}  # configuration id -> (package, Built), for those this build added
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         # _hash_key(hash) -> spec id | configuration id << 32 for the hashes of this build: two ints per
-        # binary keep a history of millions in memory. Hashes already in the database are looked up when seen.
+        # hash keep a history of millions in memory. Hashes already in the database are looked up when seen.
         self.spec_ids, self.spec_sizes = {}, {}
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
         self.database_has_specs = self.next_id["specs"] > 1
