@@ -257,3 +257,14 @@ async def test_filters_on_what_a_listing_determines_go_through_the_listings_and_
 async def test_filters_on_other_columns_add_nothing(cache_db, query):
     data = await get_json(served(cache_db), f"/cache/binaries.json?{query}")
     assert "listing_texts" not in data["query"]["sql"]
+
+
+@pytest.mark.asyncio
+async def test_a_narrowed_page_describes_only_the_filters_people_chose(cache_db):
+    response = await served(cache_db).client.get("/cache/binaries?os=ubuntu22.04&version__startswith=1")
+    assert response.status_code == 200
+    heading = re.search(r"<h3>(.*?)</h3>", response.text, re.S).group(1)
+    count = sqlite3.connect(cache_db).execute(
+        "SELECT count(*) FROM binaries WHERE os = 'ubuntu22.04' AND version LIKE '1%'"
+    ).fetchone()[0]
+    assert " ".join(heading.split()) == f"{count:,} rows where os = &#34;ubuntu22.04&#34; and version starts with &#34;1&#34;"
