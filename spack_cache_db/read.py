@@ -266,8 +266,6 @@ def _check_layout(path, fields, explicit):
             raise PageError(path, key, "expected this field in the front matter")
 
 
-
-
 def _title(path, fields):
     title = fields["title"]
     if not isinstance(title, str) or not _NAME.match(title):
