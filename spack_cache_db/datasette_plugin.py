@@ -78,7 +78,7 @@ def filters_from_request(request, database, table, datasette):
     pairs = [
         (key, value)
         for key in request.args
-        if not (key.startswith("_") and "__" not in key) and key.rsplit("__", 1)[0] in narrow_by["columns"]
+        if not (key.startswith("_") and "__" not in key) and _column_and_lookup(key)[0] in narrow_by["columns"]
         for value in request.args.getlist(key)
     ]
     where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
@@ -91,6 +91,12 @@ def filters_from_request(request, database, table, datasette):
         [f"{key} in (select {rows_key} from {rows} where {' and '.join(where)})"],
         {f"{_NARROWING}{name}": value for name, value in params.items()},
     )
+
+
+def _column_and_lookup(key):
+    """A filter argument as Datasette reads it: os__not is column os, lookup not; os alone is exact."""
+    column, _, lookup = key.rpartition("__")
+    return (column, lookup) if column else (key, "exact")
 
 
 # Request arguments that change how a page looks, not which rows it has.
@@ -222,8 +228,8 @@ class _Precounted(Facet):
                 if key in _NOT_FILTERS or key.startswith("_facet"):
                     continue
                 return None
-            column, _, lookup = key.partition("__")
-            if lookup in ("", "exact"):
+            column, lookup = _column_and_lookup(key)
+            if lookup == "exact":
                 filters.append((column, "=", value))
             elif lookup == "arraycontains":
                 filters.append((column, "contains", value))

@@ -269,3 +269,13 @@ async def test_a_narrowed_page_describes_only_the_filters_people_chose(cache_db)
         "SELECT count(*) FROM binaries WHERE os = 'ubuntu22.04' AND version LIKE '1%'"
     ).fetchone()[0]
     assert " ".join(heading.split()) == f"{count:,} rows where os = &#34;ubuntu22.04&#34; and version starts with &#34;1&#34;"
+
+
+@pytest.mark.parametrize("key", ["os", "os__exact", "os__not", "stacks__arraycontains", "odd__name__exact"])
+def test_the_plugin_reads_a_filter_argument_as_datasette_does(key):
+    from datasette.filters import Filters
+
+    from spack_cache_db.datasette_plugin import _column_and_lookup
+
+    [(column, lookup, _)] = Filters([(key, "x")]).selections()
+    assert _column_and_lookup(key) == (column, lookup)
