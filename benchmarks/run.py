@@ -396,8 +396,9 @@ async def time_url(ds, path, requests, facets=()):
     if failed:
         timing["error"] = error_message(failed[0])
     if answered and path.split("?")[0].endswith(".json"):
-        timing["rows"] = len(answered[-1].json()["rows"])
-        timing["row_count"] = answered[-1].json().get("filtered_table_rows_count")  # None: Datasette's count timed out
+        last = answered[-1].json()
+        timing["rows"] = len(last["rows"])
+        timing["row_count"] = last.get("filtered_table_rows_count")  # None: Datasette's count timed out
     if facets:
         timing["facets_timed_out"] = facet_time_outs(answered, facets)
         timing["answered"] = len(answered)
