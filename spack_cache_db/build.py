@@ -71,6 +71,8 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             if existing is None:
                 create_schema(conn)
             first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, progress)
+            if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
+                raise BuildError(f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none")
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
@@ -91,6 +93,10 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
         compacted.unlink(missing_ok=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _pages_kept(conn):
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pages)").fetchone()[0]
 
 
 def _first_warning(summary):

@@ -77,7 +77,14 @@ def find_inputs(paths):
 
 
 def _walk(root):
-    for dirpath, dirnames, filenames in os.walk(root):
+    """Files under root, in sorted order; folders that are symbolic links are followed, each folder once."""
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        folder = os.stat(dirpath)
+        if (folder.st_dev, folder.st_ino) in seen:  # a link back to a folder already walked
+            dirnames.clear()
+            continue
+        seen.add((folder.st_dev, folder.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("_data", "_site"))
         for name in sorted(filenames):
             if not name.startswith("."):

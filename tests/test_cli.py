@@ -51,6 +51,22 @@ def test_invalid_input_exits_1_naming_file_field_and_expectation(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["cache.db", "site"]
 
 
+def test_inputs_without_a_page_are_an_error_that_keeps_the_database(tmp_path):
+    out = tmp_path / "cache.db"
+    run("build", "seeds", "-o", str(out))
+    before = out.read_bytes()
+    wrong = tmp_path / "notes"
+    wrong.mkdir()
+    (wrong / "todo.md").write_text("# not a cache page\n")
+    result = run("build", str(wrong), "-o", str(out))
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {wrong}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none\n"
+        f"{out} was left as it was.\n"
+    )
+    assert out.read_bytes() == before
+
+
 def test_keep_going_says_what_it_rejected(tmp_path):
     bad = write_page(tmp_path / "site", "bolt", "develop", [spec(1, stacks="root")])
     result = run("build", "seeds", str(bad), "-o", str(tmp_path / "c.db"), "--keep-going")

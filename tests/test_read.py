@@ -149,3 +149,13 @@ def test_inputs_mix_files_folders_and_checkouts(tmp_path):
     inputs = find_inputs([str(tmp_path / "site" / "_cache"), str(single)])
     assert [f.path for f in inputs.files] == [str(single), str(tmp_path / "site/_cache/develop/bolt/specs.md")]
     assert inputs.tags_yaml == [str(tmp_path / "site" / "_data" / "tags.yaml")]
+
+
+def test_folders_that_are_links_are_followed_once(tmp_path):
+    write_page(tmp_path / "mirror", "bolt", "develop", [spec(1)])
+    site = tmp_path / "site" / "_cache"
+    site.mkdir(parents=True)
+    (site / "develop").symlink_to(tmp_path / "mirror" / "_cache" / "develop", target_is_directory=True)
+    (site / "develop" / "bolt" / "loop").symlink_to(site, target_is_directory=True)  # a link back up
+    assert [f.path for f in find_inputs([str(site)]).files] == [str(site / "develop" / "bolt" / "specs.md")]
+
