@@ -16,11 +16,13 @@ Everything is deterministic: same Python, same bytes.
 """
 
 import argparse
-import json
 import random
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/, for pagemaker when this runs as a script
+from pagemaker import page_text  # noqa: E402
 RANDOM_BINARY_PATH = HERE / "bad" / "02-random-binary.md"
 
 BASE32 = "abcdefghijklmnopqrstuvwxyz234567"  # Spack's hash alphabet
@@ -47,41 +49,6 @@ def new_hash(rng, taken):
         if value not in taken:
             taken.add(value)
             return value
-
-
-def derived_meta(specs):
-    """The meta cache.spack.io's generator writes for these spec entries (lists sorted as strings)."""
-    by_stack = {}
-    for spec in specs:
-        for stack in spec["stacks"]:
-            by_stack[stack] = by_stack.get(stack, 0) + 1
-    return {
-        "compilers": sorted({s["compiler"] for s in specs}),
-        "num_specs": len(specs),
-        "num_specs_by_stack": dict(sorted(by_stack.items())),
-        "oss": sorted({s["os"] for s in specs}),
-        "platforms": sorted({s["platform"] for s in specs}),
-        "stacks": sorted(by_stack),
-        "targets": sorted({s["target"] for s in specs}),
-        "versions": sorted({v for s in specs for v in s["versions"]}),
-    }
-
-
-def page_text(title, tag, specs, meta=None, ensure_ascii=True):
-    """A page in the generator's form: sorted keys, specs sorted by hash, '\\n---' at the end, no final newline."""
-    specs = sorted(specs, key=lambda s: s["hash"])
-    if meta is None:
-        meta = derived_meta(specs)
-    dump = lambda value: json.dumps(value, sort_keys=True, ensure_ascii=ensure_ascii)  # noqa: E731
-    return (
-        "---\n"
-        f"title: {json.dumps(title)}\n"
-        "layout: cache\n"
-        f"categories: [package, {tag}]\n"
-        f"meta: {dump(meta)}\n"
-        f"spec_details: {dump(specs)}\n"
-        "---"
-    )
 
 
 _VERSIONS = ["0.9", "0.10", "1.2", "1.10", "1.9.1", "2.0", "2.0rc1", "develop"]
