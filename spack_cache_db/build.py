@@ -183,8 +183,8 @@ def _stat(path):
 
 
 def _load(conn, path, plan, summary, keep_going, progress):
-    """Read the planned pages into the file at path. A new file is written by a second process while this
-    one reads pages; an existing one is changed in this process's transaction."""
+    """Read the planned pages into the file at path (a new file, or a copy of the output) while a second
+    process writes their rows into it."""
     changed_tags = set()
     if summary.incremental:
         conn.execute("BEGIN")
@@ -196,9 +196,8 @@ def _load(conn, path, plan, summary, keep_going, progress):
         conn.execute("DELETE FROM tag_stacks")
         for source, stat in plan.touched:
             conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
-        writer = load.DirectWriter(conn)
-    else:
-        writer = load.BackgroundWriter(path)
+        conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
+    writer = load.BackgroundWriter(path)
     try:
         loader = load.Loader(conn, writer)
         if progress:
@@ -214,8 +213,7 @@ def _load(conn, path, plan, summary, keep_going, progress):
         writer.finish()
     finally:
         writer.stop()
-    if not summary.incremental:
-        conn.execute("BEGIN")
+    conn.execute("BEGIN")
     changed_tags.update(row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],)))
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 

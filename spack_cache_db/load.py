@@ -83,30 +83,11 @@ def _hash_key(spec_hash):
     return int(spec_hash, 36)
 
 
-class DirectWriter:
-    """Writes batches of rows on the build's own connection, inside its transaction."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def write(self, batches):
-        for table, rows in batches:
-            self.conn.executemany(INSERTS[table], rows)
-
-    def sync(self):
-        pass
-
-    def finish(self):
-        pass
-
-    def stop(self):
-        pass
-
-
 class BackgroundWriter:
     """Writes batches of rows in a second process with its own connection, so that SQLite's inserts run on
-    another core while this one reads and checks pages. For a new file: nothing else may write to it
-    meanwhile, and the build reads it back only after sync()."""
+    another core while this one reads and checks pages. Nothing else may write to the file meanwhile; the
+    build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
+    locks keep each read whole)."""
 
     def __init__(self, path):
         method = _start_method()
@@ -357,8 +338,9 @@ class Loader:
         return self.conn.execute(sql, parameters)
 
     def _look_up_in_database(self, hashes):
-        """Remember the specs of an earlier build among these hashes: one query per page."""
-        rows = self._read_back(
+        """Remember the specs of an earlier build among these hashes: one query per page. No need to wait for
+        the writer: the specs this build queued are remembered already, and these hashes are not among them."""
+        rows = self.conn.execute(
             "SELECT hash, id, configuration_id, size FROM specs WHERE hash IN (SELECT value FROM json_each(?))",
             (json.dumps(hashes),),
         )
