@@ -117,7 +117,7 @@ def read_page(source, data):
     """Parse one file's bytes into a Page; raises PageError, NotACachePage or OldLayoutPage."""
     path = source.path
     text = _decode(path, data, source.explicit)
-    fields, generator_form, meta_text = _front_matter(path, text, source.explicit)
+    fields, meta_text = _front_matter(path, text, source.explicit)
     title = _title(path, fields)
     tag = _tag(path, fields)
     if source.folder_tag is not None and tag != source.folder_tag:
@@ -132,10 +132,10 @@ def read_page(source, data):
         raise PageError(path, "spec_details", "expected a JSON list of specs")
     for key in ("title", "layout", "categories"):
         fields.pop(key)
+    key_orders = list(dict.fromkeys(tuple(spec) for spec in specs if type(spec) is dict))  # a page's specs share a few
+    sorted_keys = meta_text is not None and _written_sorted(meta, key_orders)  # only the generator's form is
     if meta_text is None:
         meta_text = json.dumps(meta, sort_keys=True)
-    key_orders = list(dict.fromkeys(tuple(spec) for spec in specs if type(spec) is dict))  # a page's specs share a few
-    sorted_keys = generator_form and _written_sorted(meta, key_orders)
     return Page(
         path=path,
         digest=file_digest(data),
@@ -175,8 +175,8 @@ _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
 
 def _front_matter(path, text, explicit):
-    """The front matter as a dict of values, whether it is in generator form, and the meta's JSON text
-    (None when it is not)."""
+    """The front matter as a dict of values, and the meta's JSON text when the page is in the generator's
+    form (None when it is not)."""
     if not text.startswith("---\n"):
         if not explicit:
             raise NotACachePage(path)
@@ -198,7 +198,7 @@ def _front_matter(path, text, explicit):
     _check_layout(path, fields, explicit)
     if text[end + 4 :].strip():
         raise PageError(path, "front matter", "expected nothing after the closing '---' line")
-    return fields, meta_text is not None, meta_text
+    return fields, meta_text
 
 
 def _generator_form(body):
