@@ -65,6 +65,7 @@ def test_inputs_without_a_page_are_an_error_that_keeps_the_database(tmp_path):
         f"{out} was left as it was.\n"
     )
     assert out.read_bytes() == before
+    assert run("build", "seeds", str(wrong), "-o", str(out), "--quiet").exit_code == 0  # pages elsewhere: fine
 
 
 def test_keep_going_says_what_it_rejected(tmp_path):
