@@ -274,10 +274,12 @@ def db_counts(db):
     """The row counts the builder recorded in row_counts, of what the report names."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return dict(conn.execute(
-            "SELECT name, count FROM row_counts WHERE name IN ('binaries', 'packages', 'pages', 'problems', 'specs', 'tags')"
-            " ORDER BY name"
-        ))
+        return dict(
+            conn.execute(
+                "SELECT name, count FROM row_counts WHERE name IN ('binaries', 'packages', 'pages', 'problems', 'specs', 'tags')"
+                " ORDER BY name"
+            )
+        )
     finally:
         conn.close()
 
@@ -289,7 +291,12 @@ def counts_add_up(added, base, alone):
 
 def database_facts(db, corpus_bytes):
     size = db.stat().st_size
-    return {"bytes": size, "fraction_of_corpus": size / corpus_bytes, "counts": db_counts(db), "largest": largest_objects(db)}
+    return {
+        "bytes": size,
+        "fraction_of_corpus": size / corpus_bytes,
+        "counts": db_counts(db),
+        "largest": largest_objects(db),
+    }
 
 
 def largest_objects(db, most=10):
@@ -497,7 +504,9 @@ async def measure_serving(db, metadata, parameters, requests):
         "canned_queries": await measure_canned_queries(ds, queries, parameters, requests),
         "search": await measure_search(ds, parameters, requests),
         "binaries_page": await measure_binaries_page(ds, configured_facets(metadata, "binaries"), requests),
-        "filtered_pages": await measure_filtered_pages(ds, configured_facets(metadata, "binaries"), parameters, requests),
+        "filtered_pages": await measure_filtered_pages(
+            ds, configured_facets(metadata, "binaries"), parameters, requests
+        ),
     }
 
 
@@ -619,7 +628,10 @@ def render_database(results):
         "",
         *table(
             ["", "MB", "of the corpus"],
-            [[f"`{name}`", f"{size / 1e6:.1f}", f"{size / results['corpus']['bytes']:.1%}"] for name, size in db["largest"]],
+            [
+                [f"`{name}`", f"{size / 1e6:.1f}", f"{size / results['corpus']['bytes']:.1%}"]
+                for name, size in db["largest"]
+            ],
         ),
     ]
 

@@ -11,7 +11,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, load, microarchitectures, normalise
-from .read import NotACachePage, OldLayoutPage, PageError, file_digest, find_inputs, read_bytes, read_page, read_tags_yaml
+from .read import (
+    NotACachePage,
+    OldLayoutPage,
+    PageError,
+    file_digest,
+    find_inputs,
+    read_bytes,
+    read_page,
+    read_tags_yaml,
+)
 from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
@@ -56,7 +65,11 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
     plan = _plan(inputs, existing)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
     summary.pages_removed = len(plan.removed)
-    if existing is not None and not (plan.to_read or plan.touched or plan.removed) and plan.tags_digest == existing["tags"]:
+    if (
+        existing is not None
+        and not (plan.to_read or plan.touched or plan.removed)
+        and plan.tags_digest == existing["tags"]
+    ):
         summary.up_to_date = True
         summary.counts = counts(output)
         summary.seconds = time.monotonic() - started
@@ -72,11 +85,12 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
                 create_schema(conn)
             first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, progress)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
-                raise BuildError(f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none")
+                raise BuildError(
+                    f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none"
+                )
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
-                    f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), "
-                    f"e.g. {_first_warning(summary)}"
+                    f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), e.g. {_first_warning(summary)}"
                 )
             summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
             finished = temporary
@@ -136,16 +150,21 @@ def _existing_sources(output):
     except OSError as error:
         raise BuildError(f"{output}: cannot read the existing output ({error.strerror})") from error
     if header != b"SQLite format 3\x00":
-        raise BuildError(f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it")
+        raise BuildError(
+            f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it"
+        )
     try:
         conn = sqlite3.connect(f"file:{output}?mode=ro", uri=True)
         try:
             info = dict(conn.execute("SELECT key, value FROM build_info"))
             if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
                 return None
-            sources = {path: (size, mtime, digest, outcome) for path, size, mtime, digest, outcome in conn.execute(
-                "SELECT path, size, mtime_ns, digest, outcome FROM sources"
-            )}
+            sources = {
+                path: (size, mtime, digest, outcome)
+                for path, size, mtime, digest, outcome in conn.execute(
+                    "SELECT path, size, mtime_ns, digest, outcome FROM sources"
+                )
+            }
         finally:
             conn.close()
     except sqlite3.DatabaseError:
@@ -214,7 +233,9 @@ def _load(conn, path, plan, summary, keep_going, progress):
     finally:
         writer.stop()
     conn.execute("BEGIN")
-    changed_tags.update(row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],)))
+    changed_tags.update(
+        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))
+    )
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 
 

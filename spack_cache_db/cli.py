@@ -32,9 +32,13 @@ def cli():
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("-o", "--output", default="cache.db", show_default=True, type=click.Path(dir_okay=False), help="Database to write.")
+@click.option(
+    "-o", "--output", default="cache.db", show_default=True, type=click.Path(dir_okay=False), help="Database to write."
+)
 @click.option("--keep-going", is_flag=True, help="Record pages that cannot be read in 'problems' and build the rest.")
-@click.option("--strict", is_flag=True, help="Fail on warnings too (meta that disagrees with spec_details, skipped pages).")
+@click.option(
+    "--strict", is_flag=True, help="Fail on warnings too (meta that disagrees with spec_details, skipped pages)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def build(paths, output, keep_going, strict, quiet):
     """Build OUTPUT from PATHS: page files, folders, a cache.spack.io checkout or its _cache/.
@@ -148,8 +152,16 @@ def check(database):
 
 
 @cli.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False), show_default="metadata.yml beside metadata.base.yml", help="File to write.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 when OUTPUT is not what metadata.base.yml and queries/ make.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    show_default="metadata.yml beside metadata.base.yml",
+    help="File to write.",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 when OUTPUT is not what metadata.base.yml and queries/ make."
+)
 def metadata(output, check):
     """Write Datasette's metadata.yml from metadata.base.yml and the canned queries in queries/*.sql."""
     output = output or describe_module.OUTPUT

@@ -210,12 +210,16 @@ class _Precounted(Facet):
         if not {column for column, _, _ in filters} | set(columns) <= cube_columns:
             return None
         where = " and ".join(
-            f"{escape_sqlite(column)} = ?" if operator == "=" else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
+            f"{escape_sqlite(column)} = ?"
+            if operator == "="
+            else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
             for column, operator, _ in filters
         )
         counts = {}
         for column in columns:
-            rows = await db.execute(self.cube_sql(escape_sqlite(cube), escape_sqlite(column), where or "1"), [v for _, _, v in filters])
+            rows = await db.execute(
+                self.cube_sql(escape_sqlite(cube), escape_sqlite(column), where or "1"), [v for _, _, v in filters]
+            )
             counts[column] = [(value, count) for value, count in rows.rows]
         return counts
 

@@ -241,7 +241,9 @@ class Loader:
         other = self.pages_by_name.get((page.tag, page.title))
         if other is not None:
             raise PageError(
-                page.path, "categories", f"expected one page per tag and package: {page.tag}/{page.title} is also {other}"
+                page.path,
+                "categories",
+                f"expected one page per tag and package: {page.tag}/{page.title} is also {other}",
             )
         tag_id = self.tag_id(page.tag)
         package_id = self._named_id("packages", page.title)
@@ -285,7 +287,9 @@ class Loader:
             first = seen.get(spec.hash)
             if first is not None:
                 raise PageError(
-                    page.path, f"{where}.hash", f"expected each hash once per page: {spec.hash} is also spec_details[{first}]"
+                    page.path,
+                    f"{where}.hash",
+                    f"expected each hash once per page: {spec.hash} is also spec_details[{first}]",
                 )
             seen[spec.hash] = number
             specs.append(spec)
@@ -376,7 +380,9 @@ class Loader:
 
     def _configuration_id(self, package, package_id, built):
         version_id = self._id(
-            "versions", (package_id, built.version), lambda new_id: self.queue("versions", (new_id, package_id, built.version))
+            "versions",
+            (package_id, built.version),
+            lambda new_id: self.queue("versions", (new_id, package_id, built.version)),
         )
         compiler = built.compiler
         compiler_id = self._id(
@@ -491,7 +497,9 @@ def delete_pages(conn, paths):
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone (path TEXT PRIMARY KEY)")
     conn.execute("DELETE FROM gone")
     conn.executemany("INSERT INTO gone (path) VALUES (?)", [(p,) for p in paths])
-    tag_ids = [row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE path IN (SELECT path FROM gone)")]
+    tag_ids = [
+        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE path IN (SELECT path FROM gone)")
+    ]
     conn.execute("DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE path IN (SELECT path FROM gone))")
     conn.execute("DELETE FROM pages WHERE path IN (SELECT path FROM gone)")
     conn.execute("DELETE FROM problems WHERE path IN (SELECT path FROM gone)")
@@ -507,7 +515,10 @@ FTS_COLUMNS = {  # full-text index: (the table of its rows, what it reads their 
 ORPHANS = [
     ("specs", "id NOT IN (SELECT spec_id FROM page_specs)"),
     ("listings", "id NOT IN (SELECT listing_id FROM page_specs)"),
-    ("configurations", "id NOT IN (SELECT configuration_id FROM specs) AND id NOT IN (SELECT configuration_id FROM listings)"),
+    (
+        "configurations",
+        "id NOT IN (SELECT configuration_id FROM specs) AND id NOT IN (SELECT configuration_id FROM listings)",
+    ),
     ("variant_set_members", "variant_set_id NOT IN (SELECT variant_set_id FROM configurations)"),
     ("variant_sets", "id NOT IN (SELECT variant_set_id FROM configurations)"),
     ("variant_values", "variant_id NOT IN (SELECT variant_id FROM variant_set_members)"),

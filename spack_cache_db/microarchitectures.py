@@ -22,7 +22,9 @@ def load(conn):
     microarchitectures, runs_on = rows()
     conn.execute("DELETE FROM runs_on")
     conn.execute("DELETE FROM microarchitectures")
-    conn.executemany("INSERT INTO microarchitectures (name, vendor, family, generation) VALUES (?, ?, ?, ?)", microarchitectures)
+    conn.executemany(
+        "INSERT INTO microarchitectures (name, vendor, family, generation) VALUES (?, ?, ?, ?)", microarchitectures
+    )
     conn.executemany("INSERT INTO runs_on (host, target) VALUES (?, ?)", runs_on)
 
 

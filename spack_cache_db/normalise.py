@@ -258,7 +258,9 @@ def parse_spec(entry, where, cache):
     spec_hash = entry["hash"]
     if type(spec_hash) is not str or not _HASH.match(spec_hash):
         _text(entry, "hash", where)
-        raise SpecError(f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}")
+        raise SpecError(
+            f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
+        )
     stacks, sorted_stacks = entry["stacks"], None
     if type(stacks) is list:
         try:
@@ -290,7 +292,9 @@ def _check_built(entry, where, number):
     for position, raw in enumerate(raw_variants):
         variant = parse_variant(raw)
         if variant is None:
-            raise SpecError(f"{where}.variants[{position}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}")
+            raise SpecError(
+                f"{where}.variants[{position}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}"
+            )
         variants.append(variant)
     return Built(
         number,
@@ -356,7 +360,9 @@ def meta_disagreements(declared, specs):
         if isinstance(expected, list):
             same = isinstance(value, list) and sorted(map(str, value)) == expected
         elif isinstance(expected, dict):
-            same = isinstance(value, dict) and {k: str(v) for k, v in value.items()} == {k: str(v) for k, v in expected.items()}
+            same = isinstance(value, dict) and {k: str(v) for k, v in value.items()} == {
+                k: str(v) for k, v in expected.items()
+            }
         else:
             same = str(value) == str(expected)
         if not same:

@@ -121,7 +121,9 @@ def read_page(source, data):
     title = _title(path, fields)
     tag = _tag(path, fields)
     if source.folder_tag is not None and tag != source.folder_tag:
-        raise PageError(path, "categories", f"expected tag '{source.folder_tag}' as in the page's folder, found '{tag}'")
+        raise PageError(
+            path, "categories", f"expected tag '{source.folder_tag}' as in the page's folder, found '{tag}'"
+        )
     if source.folder_package is not None and title != source.folder_package:
         raise PageError(path, "title", f"expected '{source.folder_package}' as in the page's folder, found '{title}'")
     meta = fields.pop("meta")
@@ -276,7 +278,9 @@ def _check_layout(path, fields, explicit):
 def _title(path, fields):
     title = fields["title"]
     if not isinstance(title, str) or not _NAME.match(title):
-        raise PageError(path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}")
+        raise PageError(
+            path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}"
+        )
     return title
 
 
@@ -290,7 +294,11 @@ def _tag(path, fields):
     ):
         raise PageError(path, "categories", "expected [package, <tag>]")
     if not _NAME.match(categories[1]):
-        raise PageError(path, "categories", f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {categories[1]!r:.80}")
+        raise PageError(
+            path,
+            "categories",
+            f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {categories[1]!r:.80}",
+        )
     return categories[1]
 
 

@@ -66,8 +66,12 @@ def write_corpus(root, tags, packages, specs_per_page):
         for package_number in range(packages):
             package = f"pkg{package_number}"
             specs = [
-                spec(f"{tag}/{package}/{n}", versions=[f"1.{n % 7}"], target=("x86_64_v3", "zen3", "aarch64")[n % 3],
-                     variants=["build_system=cmake", f"+opt{n % 5}", f"level={n % 4}"])
+                spec(
+                    f"{tag}/{package}/{n}",
+                    versions=[f"1.{n % 7}"],
+                    target=("x86_64_v3", "zen3", "aarch64")[n % 3],
+                    variants=["build_system=cmake", f"+opt{n % 5}", f"level={n % 4}"],
+                )
                 for n in range(specs_per_page)
             ]
             write_page(root, package, tag, specs)

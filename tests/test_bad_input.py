@@ -96,10 +96,6 @@ def test_odd_page_exports_with_the_same_facts(case, tmp_path):
     assert page_facts(again) == page_facts(page)
 
 
-
-
-
-
 def test_odd_pages_build_together_with_the_samples(tmp_path):
     result = run("build", DATA / "odd", DATA / "cache.spack.io", "-o", tmp_path / "cache.db")
     assert result.exit_code == 0, result.output
@@ -107,7 +103,9 @@ def test_odd_pages_build_together_with_the_samples(tmp_path):
     assert conn.execute("SELECT count(*) FROM pages").fetchone()[0] == 24 + len(ODD)
     assert conn.execute("SELECT version FROM versions WHERE version = '1.10'").fetchone() == ("1.10",)
     assert conn.execute("SELECT name FROM tags WHERE name = '2025.10'").fetchone() == ("2025.10",)
-    assert conn.execute("SELECT name FROM oss WHERE name LIKE '%DROP TABLE%'").fetchone() == ("ubuntu'; DROP TABLE specs; --",)
+    assert conn.execute("SELECT name FROM oss WHERE name LIKE '%DROP TABLE%'").fetchone() == (
+        "ubuntu'; DROP TABLE specs; --",
+    )
 
 
 def test_a_page_with_20000_specs_builds_whole(tmp_path):

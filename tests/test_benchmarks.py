@@ -60,7 +60,14 @@ def test_small_benchmark_reports_every_section_and_query(tmp_path):
     assert [t["name"] for t in data["serving"]["search"]] == ["binaries table search", "search_specs canned query"]
     assert [t["name"] for t in data["serving"]["binaries_page"]] == ["HTML", "JSON"]
     filtered = data["serving"]["filtered_pages"]
-    assert [t["name"] for t in filtered] == ["one tag", "one tag and os", "one os", "one compiler", "one target", "one stack"]
+    assert [t["name"] for t in filtered] == [
+        "one tag",
+        "one tag and os",
+        "one os",
+        "one compiler",
+        "one target",
+        "one stack",
+    ]
     assert all(t["row_count"] > 0 for t in filtered), "the small corpus is counted well within the time limit"
     shown = table_rows(report.split("## Filtered binaries pages")[1])
     assert shown[0][6] == "row count"

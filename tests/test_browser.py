@@ -57,8 +57,21 @@ def server(cache_db):
     """The documented command: datasette -i cache.db -m metadata.yml --setting suggest_facets off."""
     port = free_port()
     command = [
-        sys.executable, "-m", "datasette", "serve", "-i", str(cache_db), "-m", str(describe.OUTPUT),
-        "--setting", "suggest_facets", "off", "-h", "127.0.0.1", "-p", str(port),
+        sys.executable,
+        "-m",
+        "datasette",
+        "serve",
+        "-i",
+        str(cache_db),
+        "-m",
+        str(describe.OUTPUT),
+        "--setting",
+        "suggest_facets",
+        "off",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -121,7 +134,9 @@ def test_find_binaries_through_its_form_then_follow_the_package_link(server, pag
     assert "returning 42 rows" in page.locator("h3").first.inner_text()
     specs = result_column(page, "spec")
     assert len(specs) == 42 and all(spec.startswith("hdf5@") and "+mpi" in spec for spec in specs)
-    assert result_column(page, "install")[0].startswith("spack mirror add develop-2025-04-20 https://binaries.spack.io/")
+    assert result_column(page, "install")[0].startswith(
+        "spack mirror add develop-2025-04-20 https://binaries.spack.io/"
+    )
 
     page.locator("td.col-links a", has_text="versions").first.click()
     page.wait_for_url("**/cache/package_versions?package=hdf5")

@@ -29,13 +29,32 @@ def hdf5_site(tmp_path):
         "develop",
         [
             spec(1, versions=["1.14.6"], variants=["api=default", "build_system=cmake", "~cxx", "+mpi"]),
-            spec(2, versions=["1.8.23"], compiler="gcc@11.4.0", stacks=["root", "tutorial"], target="neoverse_v2",
-                 os="ubuntu22.04", variants=["build_system=cmake", "~mpi", "patches:=db4173c,de0de41"]),
+            spec(
+                2,
+                versions=["1.8.23"],
+                compiler="gcc@11.4.0",
+                stacks=["root", "tutorial"],
+                target="neoverse_v2",
+                os="ubuntu22.04",
+                variants=["build_system=cmake", "~mpi", "patches:=db4173c,de0de41"],
+            ),
             spec(3, versions=["1.12.3"], compiler="none", variants=[]),
         ],
     )
-    write_page(site, "hdf5", "v0.23.1", [spec(1, versions=["1.14.6"], variants=["api=default", "build_system=cmake", "~cxx", "+mpi"],
-                                               stacks=["root"], compiler="gcc@=13.2.0")])
+    write_page(
+        site,
+        "hdf5",
+        "v0.23.1",
+        [
+            spec(
+                1,
+                versions=["1.14.6"],
+                variants=["api=default", "build_system=cmake", "~cxx", "+mpi"],
+                stacks=["root"],
+                compiler="gcc@=13.2.0",
+            )
+        ],
+    )
     return site
 
 
@@ -97,7 +116,9 @@ def test_same_hash_in_two_tags_is_one_spec_with_membership_per_tag(hdf5_site, tm
 def test_variants_are_split_into_names_values_and_raw_text(hdf5_site, tmp_path):
     db = tmp_path / "cache.db"
     build([str(hdf5_site)], db)
-    assert rows(db, "SELECT raw, name, operator, value FROM variants WHERE name IN ('mpi', 'patches') ORDER BY raw") == [
+    assert rows(
+        db, "SELECT raw, name, operator, value FROM variants WHERE name IN ('mpi', 'patches') ORDER BY raw"
+    ) == [
         {"raw": "+mpi", "name": "mpi", "operator": "+", "value": "true"},
         {"raw": "patches:=db4173c,de0de41", "name": "patches", "operator": ":=", "value": "db4173c,de0de41"},
         {"raw": "~mpi", "name": "mpi", "operator": "~", "value": "false"},
@@ -137,21 +158,30 @@ def test_full_text_search_finds_binaries(tmp_path):
         ('hdf5 mpi "neoverse_v2"',),
     )
     assert found == [{"package": "hdf5", "target": "neoverse_v2"}]
-    assert rows(db, "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'mpi')"
-                " ORDER BY name") == [{"name": "mpich"}, {"name": "py-mpi4py"}]
+    assert rows(
+        db,
+        "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'mpi')"
+        " ORDER BY name",
+    ) == [{"name": "mpich"}, {"name": "py-mpi4py"}]
 
 
 def test_tags_yaml_brings_tags_and_their_stacks(tmp_path):
     db = tmp_path / "cache.db"
     build(["tests/data/cache.spack.io"], db)
-    assert rows(db, "SELECT name, kind, snapshot_date, release_version FROM tags WHERE name IN"
-                " ('develop', 'v0.23.1', 'develop-2025-04-20') ORDER BY sort_order") == [
+    assert rows(
+        db,
+        "SELECT name, kind, snapshot_date, release_version FROM tags WHERE name IN"
+        " ('develop', 'v0.23.1', 'develop-2025-04-20') ORDER BY sort_order",
+    ) == [
         {"name": "develop", "kind": "develop", "snapshot_date": None, "release_version": None},
         {"name": "v0.23.1", "kind": "release", "snapshot_date": None, "release_version": "0.23.1"},
         {"name": "develop-2025-04-20", "kind": "snapshot", "snapshot_date": "2025-04-20", "release_version": None},
     ]
-    stacks = rows(db, "SELECT stacks.name FROM tag_stacks JOIN tags ON tags.id = tag_id"
-                  " JOIN stacks ON stacks.id = stack_id WHERE tags.name = 'v0.18.0' ORDER BY stacks.name")
+    stacks = rows(
+        db,
+        "SELECT stacks.name FROM tag_stacks JOIN tags ON tags.id = tag_id"
+        " JOIN stacks ON stacks.id = stack_id WHERE tags.name = 'v0.18.0' ORDER BY stacks.name",
+    )
     assert [s["name"] for s in stacks] == ["build_systems", "data-vis-sdk", "e4s", "radiuss", "root", "tutorial"]
 
 
@@ -197,7 +227,10 @@ def test_a_conflict_with_a_page_already_written_names_that_page(tmp_path, monkey
     with pytest.raises(PageError) as raised:
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     assert raised.value.path == str(second)
-    assert f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected
+    assert (
+        f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3"
+        in raised.value.expected
+    )
 
 
 def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, monkeypatch):
@@ -218,7 +251,9 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
     from spack_cache_db import load
 
     write_page(tmp_path, "bolt", "develop", [spec(1)])
-    monkeypatch.setitem(load.INSERTS, "specs", "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)")
+    monkeypatch.setitem(
+        load.INSERTS, "specs", "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)"
+    )
     db = tmp_path / "cache.db"
     with pytest.raises(BuildError, match=r"could not write the new database beside it \(CHECK constraint failed"):
         build([str(tmp_path / "_cache")], db)
@@ -303,8 +338,11 @@ def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):
     assert len(rows) == conn.execute("SELECT count(*) FROM configurations").fetchone()[0] > 50
     for spec_text, package, version, variants, platform, os, target, compiler in rows:
         parsed = [normalise.parse_variant(raw) for raw in json.loads(variants)]
-        expected = normalise.spec_string(package, version, parsed, platform, os, target, normalise.parse_compiler(compiler)[0])
+        expected = normalise.spec_string(
+            package, version, parsed, platform, os, target, normalise.parse_compiler(compiler)[0]
+        )
         assert spec_text == expected
-    assert conn.execute(
-        "SELECT count(*) FROM binaries JOIN configuration_specs USING (spec)"
-    ).fetchone()[0] == conn.execute("SELECT count(*) FROM binaries").fetchone()[0]
+    assert (
+        conn.execute("SELECT count(*) FROM binaries JOIN configuration_specs USING (spec)").fetchone()[0]
+        == conn.execute("SELECT count(*) FROM binaries").fetchone()[0]
+    )

@@ -97,7 +97,8 @@ def test_export_and_check(tmp_path):
     assert result.exit_code == 0
     assert result.output == f"Wrote 5 page(s) under {tmp_path / 'out' / '_cache'}\n"
     assert (tmp_path / "out/_cache/develop/py-mpi4py/specs.md").read_bytes() == open(
-        "seeds/003_95d4df9caf125ef9.txt", "rb").read()
+        "seeds/003_95d4df9caf125ef9.txt", "rb"
+    ).read()
     result = run("check", db)
     assert result.exit_code == 0
     assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 2"]

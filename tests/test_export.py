@@ -11,8 +11,6 @@ INPUTS = ["seeds", "tests/data/cache.spack.io"]
 PAGE_FILES = [f.path for f in find_inputs(INPUTS).files]
 
 
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")

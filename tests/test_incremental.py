@@ -153,5 +153,8 @@ def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
     with pytest.raises(PageError) as raised:
         build([str(tmp_path / "_cache")], db)
     assert (raised.value.path, raised.value.field) == (str(second), "spec_details[0].hash")
-    assert f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3" in raised.value.expected
+    assert (
+        f"but {first} lists it as bolt@1.0+mpi build_system=cmake arch=linux-ubuntu24.04-x86_64_v3"
+        in raised.value.expected
+    )
     assert db.read_bytes() == before

@@ -65,7 +65,9 @@ def test_facets_sorts_and_labels_name_real_columns(cache_db):
 
 def test_facets_cover_what_people_filter_binaries_by():
     facets = DATABASE["tables"]["binaries"]["facets"]
-    assert {"tag", "os", "target", "compiler", "stacks"} <= {next(iter(f.values())) if isinstance(f, dict) else f for f in facets}
+    assert {"tag", "os", "target", "compiler", "stacks"} <= {
+        next(iter(f.values())) if isinstance(f, dict) else f for f in facets
+    }
     assert DATABASE["tables"]["binaries"]["fts_table"] == "listings_fts"
 
 
@@ -110,7 +112,10 @@ def write_query(folder, name, text):
         ("SELECT 1", "expected a title"),
         ("-- title: T\nSELECT 1", "expected a description"),
         ("-- title: T\n-- description: D\nSELECT :package", "expected params to list each :parameter"),
-        ("-- title: T\n-- description: D\n-- params: [tag]\nSELECT :package", "expected params to list each :parameter"),
+        (
+            "-- title: T\n-- description: D\n-- params: [tag]\nSELECT :package",
+            "expected params to list each :parameter",
+        ),
         ("-- title: T\n-- description: D\n-- colour: red\nSELECT 1", "unknown header field"),
         ("-- title: [unclosed\nSELECT 1", "expected a YAML header"),
     ],
@@ -122,10 +127,16 @@ def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, compla
 
 
 def test_query_file_header_and_sql_are_split(tmp_path):
-    path = write_query(tmp_path, "answer", "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\nSELECT 42, :x\n")
+    path = write_query(
+        tmp_path, "answer", "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\nSELECT 42, :x\n"
+    )
     query = describe.read_query(path)
     assert (query.name, query.title, query.description, query.params, query.sql) == (
-        "answer", "The answer", "Always 42.", ["x"], "SELECT 42, :x"
+        "answer",
+        "The answer",
+        "Always 42.",
+        ["x"],
+        "SELECT 42, :x",
     )
 
 

@@ -145,15 +145,30 @@ def test_configurations_read_from_different_pages_share_their_texts():
     cache = SpecCache()
 
     def parse(hash_letter, variants):
-        entry = json.loads(json.dumps({  # decoded afresh, as each page is
-            "compiler": "gcc@13.2.0", "hash": hash_letter * 32, "os": "ubuntu24.04", "platform": "linux",
-            "size": "-", "stacks": ["root"], "target": "x86_64_v3", "variants": variants, "versions": ["1.14.6"],
-        }))
+        entry = json.loads(
+            json.dumps(
+                {  # decoded afresh, as each page is
+                    "compiler": "gcc@13.2.0",
+                    "hash": hash_letter * 32,
+                    "os": "ubuntu24.04",
+                    "platform": "linux",
+                    "size": "-",
+                    "stacks": ["root"],
+                    "target": "x86_64_v3",
+                    "variants": variants,
+                    "versions": ["1.14.6"],
+                }
+            )
+        )
         return parse_spec(entry, "spec_details[0]", cache).built
 
     first, second = parse("a", ["+mpi", "build_system=cmake"]), parse("b", ["~mpi", "build_system=cmake"])
     assert first is not second
-    assert (first.os, first.target, first.version) == (second.os, second.target, second.version) == ("ubuntu24.04", "x86_64_v3", "1.14.6")
+    assert (
+        (first.os, first.target, first.version)
+        == (second.os, second.target, second.version)
+        == ("ubuntu24.04", "x86_64_v3", "1.14.6")
+    )
     assert first.os is second.os and first.target is second.target and first.version is second.version
     assert first.raw_variants[1] is second.raw_variants[1]
     first_key, second_key = cache.built

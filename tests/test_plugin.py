@@ -80,7 +80,9 @@ async def test_a_filtered_page_counts_live(cache_db):
     ds = served(cache_db)
     data = await get_json(ds, "/cache/binaries.json?tag=develop")
     assert shown(data["facet_results"]["tag"]) == {"develop": data["filtered_table_rows_count"]}
-    assert shown(data["facet_results"]["os"]) == live_facet(cache_db, "binaries", "os", "column", "WHERE tag = ?", ["develop"])
+    assert shown(data["facet_results"]["os"]) == live_facet(
+        cache_db, "binaries", "os", "column", "WHERE tag = ?", ["develop"]
+    )
     assert shown(data["facet_results"]["stacks"]) == live_facet(
         cache_db, "binaries", "stacks", "array", "WHERE tag = ?", ["develop"]
     )
@@ -151,7 +153,9 @@ async def test_an_inspect_file_given_to_datasette_is_left_as_it_is(cache_db):
 async def test_a_page_of_one_tag_facets_from_stored_counts_that_equal_live_ones(cache_db, tag):
     data = await get_json(served(cache_db), f"/cache/binaries.json?tag={tag}&_facet_size=max")
     tag_facet = data["facet_results"]["tag"]["results"]
-    assert [(v["value"], v["count"], v["selected"]) for v in tag_facet] == [(tag, data["filtered_table_rows_count"], True)]
+    assert [(v["value"], v["count"], v["selected"]) for v in tag_facet] == [
+        (tag, data["filtered_table_rows_count"], True)
+    ]
     assert "tag" not in urllib.parse.parse_qs(urllib.parse.urlsplit(tag_facet[0]["toggle_url"]).query)
     for column, kind in FACETS["binaries"].items():
         expected = live_facet(cache_db, "binaries", column, kind, "WHERE tag = ?", [tag])
@@ -179,7 +183,13 @@ async def test_pages_filtered_by_cube_columns_alone_read_the_cube_and_others_do_
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "query", ["os=ubuntu22.04", "tag=develop&target=x86_64_v3", "stacks__arraycontains=e4s", "compiler=gcc@11.4.0&os=ubuntu22.04"]
+    "query",
+    [
+        "os=ubuntu22.04",
+        "tag=develop&target=x86_64_v3",
+        "stacks__arraycontains=e4s",
+        "compiler=gcc@11.4.0&os=ubuntu22.04",
+    ],
 )
 async def test_facets_from_the_cube_equal_live_ones(cache_db, query):
     data = await get_json(served(cache_db), f"/cache/binaries.json?{query}&_facet_size=max")
@@ -192,7 +202,9 @@ async def test_facets_from_the_cube_equal_live_ones(cache_db, query):
     where = "WHERE " + " AND ".join(conditions)
     assert data["filtered_table_rows_count"] > 0
     for column, kind in FACETS["binaries"].items():
-        assert shown(data["facet_results"][column]) == live_facet(cache_db, "binaries", column, kind, where, params), column
+        assert shown(data["facet_results"][column]) == live_facet(cache_db, "binaries", column, kind, where, params), (
+            column
+        )
 
 
 def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
@@ -265,10 +277,15 @@ async def test_a_narrowed_page_describes_only_the_filters_people_chose(cache_db)
     response = await served(cache_db).client.get("/cache/binaries?os=ubuntu22.04&version__startswith=1")
     assert response.status_code == 200
     heading = re.search(r"<h3>(.*?)</h3>", response.text, re.S).group(1)
-    count = sqlite3.connect(cache_db).execute(
-        "SELECT count(*) FROM binaries WHERE os = 'ubuntu22.04' AND version LIKE '1%'"
-    ).fetchone()[0]
-    assert " ".join(heading.split()) == f"{count:,} rows where os = &#34;ubuntu22.04&#34; and version starts with &#34;1&#34;"
+    count = (
+        sqlite3.connect(cache_db)
+        .execute("SELECT count(*) FROM binaries WHERE os = 'ubuntu22.04' AND version LIKE '1%'")
+        .fetchone()[0]
+    )
+    assert (
+        " ".join(heading.split())
+        == f"{count:,} rows where os = &#34;ubuntu22.04&#34; and version starts with &#34;1&#34;"
+    )
 
 
 @pytest.mark.parametrize("key", ["os", "os__exact", "os__not", "stacks__arraycontains", "odd__name__exact"])

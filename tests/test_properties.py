@@ -30,8 +30,12 @@ VARIANT = st.one_of(
 )
 COMPILER = st.one_of(
     st.just("none"),
-    st.builds(lambda n, eq, v: f"{n}@{eq}{v}", st.sampled_from(["gcc", "clang", "intel-oneapi-compilers"]),
-              st.sampled_from(["", "="]), VERSION),
+    st.builds(
+        lambda n, eq, v: f"{n}@{eq}{v}",
+        st.sampled_from(["gcc", "clang", "intel-oneapi-compilers"]),
+        st.sampled_from(["", "="]),
+        VERSION,
+    ),
 )
 
 
@@ -74,8 +78,6 @@ def pages(draw):
     )
 
 
-
-
 def build_and_export(text):
     """Build one page and export it again: (the page's facts, the exported page's facts)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,8 +112,12 @@ def damage(text, kind, position, payload):
 
 
 @SETTINGS
-@given(pages(), st.sampled_from(["delete", "insert", "truncate", "drop-char"]), st.integers(0, 10**6),
-       st.text(alphabet='{}[]",:@=+~-\n 0123456789abcxyz\\', max_size=4))
+@given(
+    pages(),
+    st.sampled_from(["delete", "insert", "truncate", "drop-char"]),
+    st.integers(0, 10**6),
+    st.text(alphabet='{}[]",:@=+~-\n 0123456789abcxyz\\', max_size=4),
+)
 def test_damaged_pages_are_named_or_built_whole(text, kind, position, payload):
     damaged = damage(text, kind, position, payload)
     try:

@@ -183,14 +183,25 @@ async def test_package_versions_in_spack_order(ds):
 
 async def test_version_timeline(ds):
     (bolt,) = await query(ds, "version_timeline", package="bolt")
-    assert (bolt["first_snapshot"], bolt["last_snapshot"], bolt["snapshots"]) == ("develop-2024-03-17", "develop-2025-04-27", 5)
+    assert (bolt["first_snapshot"], bolt["last_snapshot"], bolt["snapshots"]) == (
+        "develop-2024-03-17",
+        "develop-2025-04-27",
+        5,
+    )
     assert json.loads(bolt["releases"]) == ["v0.23.1", "v0.23.0", "v0.22.0", "v0.21.2"]
     assert bolt["in_develop"] == 1
 
 
 async def test_specs_per_tag_and_version_tag_specs(ds):
     assert await query(ds, "specs_per_tag", package="hdf5") == [
-        {"tag": "develop-2025-04-20", "kind": "snapshot", "snapshot_date": "2025-04-20", "packages": 1, "specs": 46, "tag_order": 15}
+        {
+            "tag": "develop-2025-04-20",
+            "kind": "snapshot",
+            "snapshot_date": "2025-04-20",
+            "packages": 1,
+            "specs": 46,
+            "tag_order": 15,
+        }
     ]
     cells = await query(ds, "version_tag_specs", package="hdf5")
     assert [(cell["version"], cell["tag"], cell["specs"]) for cell in cells] == [
@@ -226,8 +237,14 @@ async def test_stacks_of_a_tag(ds):
 async def test_tag_matrix_covers_the_whole_tag(ds):
     rows = await query(ds, "tag_matrix", tag="develop-2025-04-20")
     assert sum(row["specs"] for row in rows) == 80
-    assert {"os": "ubuntu22.04", "target": "neoverse_v2", "compiler": "gcc@11.4.0", "specs": 12, "packages": 2,
-            "tag": "develop-2025-04-20"} in rows
+    assert {
+        "os": "ubuntu22.04",
+        "target": "neoverse_v2",
+        "compiler": "gcc@11.4.0",
+        "specs": 12,
+        "packages": 2,
+        "tag": "develop-2025-04-20",
+    } in rows
     e4s = await query(ds, "tag_matrix", tag="develop-2025-04-20", stack="e4s")
     assert [(row["os"], row["target"], row["specs"]) for row in e4s] == [("ubuntu22.04", "x86_64_v3", 19)]
 
@@ -277,7 +294,7 @@ async def test_health_queries_find_a_broken_page(tmp_path):
     text = BOLT_PAGE.read_text()
     lines = text.split("\n")
     specs_at = next(n for n, line in enumerate(lines) if line.startswith("spec_details: "))
-    specs = json.loads(lines[specs_at][len("spec_details: "):])
+    specs = json.loads(lines[specs_at][len("spec_details: ") :])
     specs[0]["stacks"] = [stack for stack in specs[0]["stacks"] if stack != "root"]
     lines[specs_at] = "spec_details: " + json.dumps(specs)
     page = tmp_path / "_cache" / "develop" / "bolt" / "specs.md"
@@ -309,7 +326,7 @@ async def test_search_box_on_binaries_uses_full_text_index(ds):
     rows = response.json()["rows"]
     assert len(rows) == 12
     assert {row["target"] for row in rows} == {"neoverse_v2"}
-    hostile = await ds.client.get('/cache/binaries.json?_search=NEAR(%22')
+    hostile = await ds.client.get("/cache/binaries.json?_search=NEAR(%22")
     assert hostile.status_code == 200
 
 

@@ -15,8 +15,10 @@ def read_text(tmp_path, text, explicit=True, name="page.md"):
 
 
 def test_new_era_page_is_read_in_generator_form():
-    page = read_page(SourceFile(f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", True), open(
-        f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", "rb").read())
+    page = read_page(
+        SourceFile(f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", True),
+        open(f"{SAMPLES}/_cache/develop-2025-04-20/hdf5/specs.md", "rb").read(),
+    )
     assert (page.title, page.tag, page.sorted_keys, page.extra) == ("hdf5", "develop-2025-04-20", True, {})
     assert len(page.specs) == page.meta["num_specs"] == 46
     assert page.meta_text.startswith('{"compilers": ["apple-clang@16.0.0"')
@@ -43,7 +45,9 @@ def test_yaml_traps_keep_the_text_of_the_document(tmp_path):
 
 @pytest.mark.parametrize("categories", ["[package, develop ]", "[ package, develop]", "[package,  develop]"])
 def test_categories_are_read_as_yaml_reads_them(tmp_path, categories):
-    text = page_text("bolt", "develop", [spec(1)]).replace("categories: [package, develop]", f"categories: {categories}")
+    text = page_text("bolt", "develop", [spec(1)]).replace(
+        "categories: [package, develop]", f"categories: {categories}"
+    )
     assert read_text(tmp_path, text).tag == "develop"
 
 
@@ -89,19 +93,51 @@ def test_crlf_and_byte_order_mark_are_accepted(tmp_path):
     "text, field, expected",
     [
         ("", "file", "empty file"),
-        ("---\ntitle: \"x\"\nlayout: cache\n", "front matter", "closing '---'"),
+        ('---\ntitle: "x"\nlayout: cache\n', "front matter", "closing '---'"),
         ("title: x\n", "front matter", "start with a '---'"),
         ("---\ntitle: [x\n---", "front matter", "valid YAML"),
-        ("---\ntitle: \"x\"\nlayout: cache\ncategories: [package, develop]\nmeta: {\nspec_details: []\n---", "meta", "valid JSON"),
-        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {"a": }\nspec_details: []\n---', "meta", "valid JSON"),
-        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: {}\n---', "spec_details", "JSON list"),
-        ('---\ntitle: "x"\nlayout: post\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "layout", "expected 'cache'"),
+        (
+            '---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {\nspec_details: []\n---',
+            "meta",
+            "valid JSON",
+        ),
+        (
+            '---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {"a": }\nspec_details: []\n---',
+            "meta",
+            "valid JSON",
+        ),
+        (
+            '---\ntitle: "x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: {}\n---',
+            "spec_details",
+            "JSON list",
+        ),
+        (
+            '---\ntitle: "x"\nlayout: post\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---',
+            "layout",
+            "expected 'cache'",
+        ),
         ('---\ntitle: "x"\nlayout: cache\nmeta: {}\nspec_details: []\n---', "categories", "expected this field"),
-        ('---\ntitle: "x"\nlayout: cache\ncategories: [package]\nmeta: {}\nspec_details: []\n---', "categories", "[package, <tag>]"),
-        ('---\ntitle: "../x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "title", "package name"),
-        ('---\ntitle: "x"\nlayout: cache\ncategories: [package, ../../etc]\nmeta: {}\nspec_details: []\n---', "categories", "tag name"),
+        (
+            '---\ntitle: "x"\nlayout: cache\ncategories: [package]\nmeta: {}\nspec_details: []\n---',
+            "categories",
+            "[package, <tag>]",
+        ),
+        (
+            '---\ntitle: "../x"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---',
+            "title",
+            "package name",
+        ),
+        (
+            '---\ntitle: "x"\nlayout: cache\ncategories: [package, ../../etc]\nmeta: {}\nspec_details: []\n---',
+            "categories",
+            "tag name",
+        ),
         # \a is an escape in YAML (a bell) but not in JSON: found by the property test
-        ('---\ntitle: "\\a-0000"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---', "title", "package name"),
+        (
+            '---\ntitle: "\\a-0000"\nlayout: cache\ncategories: [package, develop]\nmeta: {}\nspec_details: []\n---',
+            "title",
+            "package name",
+        ),
     ],
 )
 def test_bad_pages_name_file_field_and_expectation(tmp_path, text, field, expected):
@@ -158,4 +194,3 @@ def test_folders_that_are_links_are_followed_once(tmp_path):
     (site / "develop").symlink_to(tmp_path / "mirror" / "_cache" / "develop", target_is_directory=True)
     (site / "develop" / "bolt" / "loop").symlink_to(site, target_is_directory=True)  # a link back up
     assert [f.path for f in find_inputs([str(site)]).files] == [str(site / "develop" / "bolt" / "specs.md")]
-

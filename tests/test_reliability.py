@@ -209,7 +209,8 @@ def test_rebuilding_while_datasette_serves_the_file(corpus, tmp_path):
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "datasette", "-i", str(db), "-p", str(port), "-h", "127.0.0.1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -220,8 +221,11 @@ def test_rebuilding_while_datasette_serves_the_file(corpus, tmp_path):
                     break
             except OSError:
                 time.sleep(0.2)
-        urls = [f"{base}/cache/binaries.json?_size=5", f"{base}/cache.json?sql=select+count(*)+from+specs",
-                f"{base}/cache/binaries?_search=mpi"]
+        urls = [
+            f"{base}/cache/binaries.json?_size=5",
+            f"{base}/cache.json?sql=select+count(*)+from+specs",
+            f"{base}/cache/binaries?_search=mpi",
+        ]
         statuses = []
         rebuilds = [builder(corpus / "site" if n % 2 == 0 else "seeds", "-o", db) for n in range(1)]
         for n in range(4):

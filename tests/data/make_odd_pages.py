@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/, for pagemaker when this runs as a script
 from pagemaker import page_text  # noqa: E402
+
 RANDOM_BINARY_PATH = HERE / "bad" / "02-random-binary.md"
 
 BASE32 = "abcdefghijklmnopqrstuvwxyz234567"  # Spack's hash alphabet
