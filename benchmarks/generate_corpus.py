@@ -530,7 +530,7 @@ def variant_list(package, index, config, spelling_2025, commit):
     if key not in package.variant_lists:
         spelled = [
             (variant.name, variant.spellings[spelling_2025][choice])
-            for variant, choice in zip(package.variants, config.choices)
+            for variant, choice in zip(package.variants, config.choices, strict=True)
         ]
         if config.patched:
             spelled.append(("patches", package.patches.spellings[spelling_2025][0]))

@@ -11,7 +11,8 @@ from click_default_group import DefaultGroup
 from . import check as check_module
 from . import describe as describe_module
 from . import export as export_module
-from .build import BuildError, build as build_database
+from .build import BuildError
+from .build import build as build_database
 from .read import PageError
 
 BUNDLED_SEEDS = Path(__file__).resolve().parent.parent / "seeds"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pagemaker import page_facts
 
 from spack_cache_db.cli import cli
 from spack_cache_db.export import export
-from pagemaker import page_facts
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))

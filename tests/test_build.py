@@ -3,8 +3,8 @@ import sqlite3
 import sys
 
 import pytest
+from pagemaker import meta_for, spack_hash, spec, write_page
 
-from pagemaker import meta_for, spec, spack_hash, write_page
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
 from spack_cache_db.read import PageError
@@ -202,7 +202,7 @@ def test_meta_disagreement_is_a_problem_not_an_error(tmp_path):
     expected = (str(path), "meta.num_specs", "meta says 3 but spec_details give 2")
     assert summary.warnings == [expected]
     assert rows(tmp_path / "cache.db", "SELECT path, field, message, severity FROM problems") == [
-        dict(zip(("path", "field", "message"), expected), severity="warning")
+        dict(zip(("path", "field", "message"), expected, strict=True), severity="warning")
     ]
     with pytest.raises(BuildError, match="--strict"):
         build([str(tmp_path / "_cache")], tmp_path / "strict.db", strict=True)

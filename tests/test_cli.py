@@ -2,8 +2,8 @@ import os
 import sqlite3
 
 from click.testing import CliRunner
-
 from pagemaker import spec, write_page
+
 from spack_cache_db.cli import cli
 
 

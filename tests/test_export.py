@@ -1,8 +1,8 @@
 from pathlib import Path
 
 import pytest
-
 from pagemaker import page_facts
+
 from spack_cache_db.build import build
 from spack_cache_db.export import export
 from spack_cache_db.read import SourceFile, find_inputs, read_page

@@ -5,8 +5,8 @@ import shutil
 import sqlite3
 
 import pytest
-
 from pagemaker import spec, write_page
+
 from spack_cache_db.build import build
 
 CANONICAL = {

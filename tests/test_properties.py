@@ -6,8 +6,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pagemaker import meta_for, page_facts
+
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.export import export
 from spack_cache_db.read import PageError, SourceFile, read_page

@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from pagemaker import page_text, spec, write_page
+
 from spack_cache_db.read import NotACachePage, OldLayoutPage, PageError, SourceFile, find_inputs, read_page
 
 SAMPLES = "tests/data/cache.spack.io"

@@ -11,7 +11,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from pagemaker import write_corpus
 
 PROJECT = Path(__file__).parent.parent
