@@ -3,6 +3,7 @@
 import signal
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 import click
@@ -15,7 +16,7 @@ from .build import BuildError
 from .build import build as build_database
 from .read import PageError
 
-BUNDLED_SEEDS = Path(__file__).resolve().parent.parent / "seeds"
+BUNDLED_SEEDS = Path(str(resources.files(__package__) / "seeds"))
 
 
 def _default_inputs():
@@ -154,18 +155,15 @@ def check(database):
 
 @cli.command()
 @click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    show_default="metadata.yml beside metadata.base.yml",
-    help="File to write.",
+    "-o", "--output", default="metadata.yml", show_default=True, type=click.Path(dir_okay=False), help="File to write."
 )
 @click.option(
-    "--check", is_flag=True, help="Write nothing; exit 1 when OUTPUT is not what metadata.base.yml and queries/ make."
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 when OUTPUT is not what the package's metadata and queries make.",
 )
 def metadata(output, check):
-    """Write Datasette's metadata.yml from metadata.base.yml and the canned queries in queries/*.sql."""
-    output = output or describe_module.OUTPUT
+    """Write Datasette's metadata.yml from the package's metadata.base.yml and canned queries (queries/*.sql)."""
     try:
         if check:
             up_to_date = describe_module.is_up_to_date(output)

@@ -1,13 +1,11 @@
 """Fixtures shared by the test modules."""
 
-from pathlib import Path
-
 import pytest
+from paths import SEEDS, SITE
 
 from spack_cache_db.build import build
 
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = [str(ROOT / "tests" / "data" / "cache.spack.io"), str(ROOT / "seeds")]
+SAMPLES = [SITE, SEEDS]
 
 
 @pytest.fixture(scope="session")

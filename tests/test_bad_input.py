@@ -4,16 +4,15 @@ import csv
 import shutil
 import sqlite3
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from pagemaker import page_facts
+from paths import DATA, SEEDS
 
 from spack_cache_db.cli import cli
 from spack_cache_db.export import export
 
-DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
 from make_odd_pages import big_page_text, random_bytes_page  # noqa: E402
 
@@ -36,7 +35,7 @@ def run(*args):
 def previous(tmp_path_factory):
     """A database built before the bad input arrives: it must stay byte for byte as it was."""
     db = tmp_path_factory.mktemp("previous") / "cache.db"
-    assert run("build", "seeds", "-o", db, "--quiet").exit_code == 0
+    assert run("build", SEEDS, "-o", db, "--quiet").exit_code == 0
     return db
 
 
@@ -51,7 +50,7 @@ def test_bad_page_is_rejected_and_the_previous_database_is_kept(case, previous, 
     shutil.copyfile(previous, output)
     before = output.read_bytes()
     given = DATA / "bad" / case["path"]
-    result = run("build", "seeds", given, "-o", output)
+    result = run("build", SEEDS, given, "-o", output)
     assert result.exit_code == 1, result.output
     named = DATA / "bad" / case["error_file"]
     message = result.output.splitlines()[0]
@@ -64,7 +63,7 @@ def test_bad_page_is_rejected_and_the_previous_database_is_kept(case, previous, 
 @pytest.mark.parametrize("case", BAD, ids=[c["path"] for c in BAD])
 def test_keep_going_records_the_bad_page_and_builds_the_rest(case, tmp_path):
     output = tmp_path / "cache.db"
-    result = run("build", "seeds", DATA / "bad" / case["path"], "-o", output, "--keep-going")
+    result = run("build", SEEDS, DATA / "bad" / case["path"], "-o", output, "--keep-going")
     assert result.exit_code == 0, result.output
     assert "1 rejected" in result.output
     conn = sqlite3.connect(output)

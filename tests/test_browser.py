@@ -12,8 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from spack_cache_db import describe
+from paths import METADATA_YML
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -64,7 +63,7 @@ def server(cache_db):
         "-i",
         str(cache_db),
         "-m",
-        str(describe.OUTPUT),
+        str(METADATA_YML),
         "--setting",
         "suggest_facets",
         "off",

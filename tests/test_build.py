@@ -4,6 +4,7 @@ import sys
 
 import pytest
 from pagemaker import meta_for, spack_hash, spec, write_page
+from paths import SEEDS, SITE
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
@@ -132,7 +133,7 @@ def test_variants_are_split_into_names_values_and_raw_text(hdf5_site, tmp_path):
 
 def test_foreign_keys_hold_as_data(hdf5_site, tmp_path):
     db = tmp_path / "cache.db"
-    build([str(hdf5_site), "tests/data/cache.spack.io"], db)
+    build([str(hdf5_site), SITE], db)
     assert rows(db, "PRAGMA foreign_key_check") == []
     declared = {
         (fk["table"], fk["from"], fk["to"])
@@ -150,7 +151,7 @@ def test_foreign_keys_hold_as_data(hdf5_site, tmp_path):
 
 def test_full_text_search_finds_binaries(tmp_path):
     db = tmp_path / "cache.db"
-    build(["tests/data/cache.spack.io", "seeds"], db)
+    build([SITE, SEEDS], db)
     found = rows(
         db,
         "SELECT DISTINCT package, target FROM binaries WHERE listing_id IN"
@@ -167,7 +168,7 @@ def test_full_text_search_finds_binaries(tmp_path):
 
 def test_tags_yaml_brings_tags_and_their_stacks(tmp_path):
     db = tmp_path / "cache.db"
-    build(["tests/data/cache.spack.io"], db)
+    build([SITE], db)
     assert rows(
         db,
         "SELECT name, kind, snapshot_date, release_version FROM tags WHERE name IN"
@@ -308,7 +309,7 @@ def test_old_layout_pages_are_skipped_and_counted(tmp_path):
 
 def test_finished_file_is_ready_to_hand_out(tmp_path):
     db = tmp_path / "cache.db"
-    build(["seeds"], db)
+    build([SEEDS], db)
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     assert conn.execute("SELECT count(*) FROM sqlite_stat1").fetchone()[0] > 0
@@ -320,7 +321,7 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     tables += ["binaries", "binary_stacks"]  # the views a table page of Datasette counts in seconds
     assert row_counts == {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables}
-    assert json.loads(info["inputs"]) == ["seeds"]
+    assert json.loads(info["inputs"]) == [SEEDS]
     assert not list(tmp_path.glob(".cache.db.tmp-*"))
 
 

@@ -1,8 +1,10 @@
 import os
 import sqlite3
+from pathlib import Path
 
 from click.testing import CliRunner
 from pagemaker import spec, write_page
+from paths import ROOT, SEEDS, SITE
 
 from spack_cache_db.cli import cli
 
@@ -25,25 +27,25 @@ def test_no_arguments_builds_cache_db_from_the_bundled_seeds(tmp_path, monkeypat
 
 
 def test_build_paths_to_output_and_quiet(tmp_path):
-    result = run("build", "tests/data/cache.spack.io", "-o", str(tmp_path / "s.db"), "--quiet")
+    result = run("build", SITE, "-o", str(tmp_path / "s.db"), "--quiet")
     assert (result.exit_code, result.output) == (0, "")
     assert sqlite3.connect(tmp_path / "s.db").execute("SELECT count(*) FROM pages").fetchone() == (24,)
 
 
 def test_second_build_is_up_to_date(tmp_path):
     out = str(tmp_path / "s.db")
-    run("build", "seeds", "-o", out)
-    result = run("build", "seeds", "-o", out)
+    run("build", SEEDS, "-o", out)
+    result = run("build", SEEDS, "-o", out)
     assert result.exit_code == 0
     assert result.output.startswith(f"{out} is up to date (5 pages unchanged)")
 
 
 def test_invalid_input_exits_1_naming_file_field_and_expectation(tmp_path):
     out = tmp_path / "cache.db"
-    run("build", "seeds", "-o", str(out))
+    run("build", SEEDS, "-o", str(out))
     before = out.read_bytes()
     bad = write_page(tmp_path / "site", "bolt", "develop", [spec(1, versions=["1.0", "2.0"])])
-    result = run("build", "seeds", str(bad), "-o", str(out))
+    result = run("build", SEEDS, str(bad), "-o", str(out))
     assert result.exit_code == 1
     assert f"Error: {bad}: spec_details[0].versions: expected exactly one version, found 2" in result.output
     assert f"{out} was left as it was." in result.output
@@ -53,7 +55,7 @@ def test_invalid_input_exits_1_naming_file_field_and_expectation(tmp_path):
 
 def test_inputs_without_a_page_are_an_error_that_keeps_the_database(tmp_path):
     out = tmp_path / "cache.db"
-    run("build", "seeds", "-o", str(out))
+    run("build", SEEDS, "-o", str(out))
     before = out.read_bytes()
     wrong = tmp_path / "notes"
     wrong.mkdir()
@@ -65,12 +67,12 @@ def test_inputs_without_a_page_are_an_error_that_keeps_the_database(tmp_path):
         f"{out} was left as it was.\n"
     )
     assert out.read_bytes() == before
-    assert run("build", "seeds", str(wrong), "-o", str(out), "--quiet").exit_code == 0  # pages elsewhere: fine
+    assert run("build", SEEDS, str(wrong), "-o", str(out), "--quiet").exit_code == 0  # pages elsewhere: fine
 
 
 def test_keep_going_says_what_it_rejected(tmp_path):
     bad = write_page(tmp_path / "site", "bolt", "develop", [spec(1, stacks="root")])
-    result = run("build", "seeds", str(bad), "-o", str(tmp_path / "c.db"), "--keep-going")
+    result = run("build", SEEDS, str(bad), "-o", str(tmp_path / "c.db"), "--keep-going")
     assert result.exit_code == 0
     assert "1 rejected" in result.output
     assert f"rejected: {bad}: spec_details[0].stacks: expected a list of non-empty strings" in result.output
@@ -92,13 +94,13 @@ def test_usage_errors_exit_2(tmp_path):
 
 def test_export_and_check(tmp_path):
     db = str(tmp_path / "c.db")
-    run("build", "seeds", "-o", db)
+    run("build", SEEDS, "-o", db)
     result = run("export", db, str(tmp_path / "out"))
     assert result.exit_code == 0
     assert result.output == f"Wrote 5 page(s) under {tmp_path / 'out' / '_cache'}\n"
-    assert (tmp_path / "out/_cache/develop/py-mpi4py/specs.md").read_bytes() == open(
-        "seeds/003_95d4df9caf125ef9.txt", "rb"
-    ).read()
+    assert (tmp_path / "out/_cache/develop/py-mpi4py/specs.md").read_bytes() == (
+        Path(SEEDS) / "003_95d4df9caf125ef9.txt"
+    ).read_bytes()
     result = run("check", db)
     assert result.exit_code == 0
     assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 2"]
@@ -106,7 +108,7 @@ def test_export_and_check(tmp_path):
 
 def test_check_fails_on_a_broken_database(tmp_path):
     db = tmp_path / "c.db"
-    run("build", "seeds", "-o", str(db))
+    run("build", SEEDS, "-o", str(db))
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM specs WHERE id = 1")
     conn.commit()
@@ -131,7 +133,9 @@ def run_in_terminal(*args):
     import sys
 
     main, secondary = pty.openpty()
-    process = subprocess.Popen([sys.executable, "build_db.py", *args], stdout=subprocess.PIPE, stderr=secondary)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "build_db.py"), *args], stdout=subprocess.PIPE, stderr=secondary
+    )
     os.close(secondary)
     seen = b""
     while True:
@@ -148,14 +152,14 @@ def run_in_terminal(*args):
 
 
 def test_a_terminal_shows_a_progress_bar_with_rates(tmp_path):
-    stdout, terminal = run_in_terminal("build", "tests/data/cache.spack.io", "-o", str(tmp_path / "c.db"))
+    stdout, terminal = run_in_terminal("build", SITE, "-o", str(tmp_path / "c.db"))
     assert "Reading pages" in terminal and "24/24" in terminal
     assert "pages/s" in terminal and "specs/s" in terminal
     assert stdout.startswith(f"Built {tmp_path / 'c.db'} in ")
 
 
 def test_quiet_and_pipes_show_no_progress(tmp_path):
-    stdout, terminal = run_in_terminal("build", "seeds", "-o", str(tmp_path / "c.db"), "--quiet")
+    stdout, terminal = run_in_terminal("build", SEEDS, "-o", str(tmp_path / "c.db"), "--quiet")
     assert (stdout, terminal) == ("", "")
-    piped = run("build", "seeds", "-o", str(tmp_path / "d.db"))
+    piped = run("build", SEEDS, "-o", str(tmp_path / "d.db"))
     assert "Reading pages" not in piped.output

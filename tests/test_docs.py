@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from paths import SEEDS
 
 from spack_cache_db.build import build
 from spack_cache_db.cli import cli
@@ -49,7 +50,7 @@ def test_quick_start_has_exactly_two_commands():
 
 def test_readme_example_sql_runs_on_the_seeds(tmp_path):
     db = tmp_path / "cache.db"
-    build(["seeds"], db)
+    build([SEEDS], db)
     queries = re.findall(r"```sql\n(.*?)```", README, re.S)
     assert len(queries) >= 3
     conn = sqlite3.connect(db)
@@ -59,7 +60,7 @@ def test_readme_example_sql_runs_on_the_seeds(tmp_path):
 
 def test_readme_names_every_column_of_the_binaries_view(tmp_path):
     db = tmp_path / "cache.db"
-    build(["seeds"], db)
+    build([SEEDS], db)
     columns = [row[1] for row in sqlite3.connect(db).execute("PRAGMA table_info(binaries)")]
     section = README.split("### The `binaries` view", 1)[1].split("\n### ", 1)[0]
     for column in columns:

@@ -2,12 +2,13 @@ from pathlib import Path
 
 import pytest
 from pagemaker import page_facts
+from paths import SEEDS, SITE
 
 from spack_cache_db.build import build
 from spack_cache_db.export import export
 from spack_cache_db.read import SourceFile, find_inputs, read_page
 
-INPUTS = ["seeds", "tests/data/cache.spack.io"]
+INPUTS = [SEEDS, SITE]
 PAGE_FILES = [f.path for f in find_inputs(INPUTS).files]
 
 

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 from pagemaker import spec, write_page
+from paths import SITE
 
 from spack_cache_db.build import build
 
@@ -64,7 +65,7 @@ def canonical(db):
 @pytest.fixture
 def site(tmp_path):
     site = tmp_path / "site"
-    shutil.copytree("tests/data/cache.spack.io", site)
+    shutil.copytree(SITE, site)
     return site
 
 

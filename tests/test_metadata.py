@@ -7,6 +7,7 @@ import tomllib
 import pytest
 import yaml
 from click.testing import CliRunner
+from paths import METADATA_YML, ROOT
 
 from spack_cache_db import describe
 from spack_cache_db.cli import cli
@@ -29,7 +30,7 @@ def visible_tables_and_views(db_path):
 
 
 def test_committed_metadata_is_what_describe_generates():
-    assert describe.OUTPUT.read_text(encoding="utf-8") == describe.generate(), (
+    assert METADATA_YML.read_text(encoding="utf-8") == describe.generate(), (
         "metadata.yml is out of date: run python build_db.py metadata"
     )
 
@@ -94,7 +95,7 @@ def test_dashboards_draw_canned_queries():
 
 
 def test_chart_plugin_is_pinned():
-    with open(describe.ROOT / "pyproject.toml", "rb") as f:
+    with open(ROOT / "pyproject.toml", "rb") as f:
         dependencies = tomllib.load(f)["project"]["dependencies"]
     assert any(re.fullmatch(r"datasette-dashboards==[\d.]+", dependency) for dependency in dependencies)
 

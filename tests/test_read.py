@@ -2,10 +2,11 @@ import json
 
 import pytest
 from pagemaker import page_text, spec, write_page
+from paths import SITE
 
 from spack_cache_db.read import NotACachePage, OldLayoutPage, PageError, SourceFile, find_inputs, read_page
 
-SAMPLES = "tests/data/cache.spack.io"
+SAMPLES = SITE
 
 
 def read_text(tmp_path, text, explicit=True, name="page.md"):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from pagemaker import write_corpus
+from paths import SEEDS
 
 PROJECT = Path(__file__).parent.parent
 
@@ -69,7 +70,7 @@ def kill_at_fractions(args, db, before, duration, sig=signal.SIGKILL):
 
 def test_kill_9_during_a_full_build_leaves_the_previous_database(corpus, tmp_path):
     db = tmp_path / "cache.db"
-    assert builder("seeds", "-o", db).wait() == 0
+    assert builder(SEEDS, "-o", db).wait() == 0
     before = db.read_bytes()
     duration = timed_build(corpus / "site", "-o", tmp_path / "timing.db")
     outcomes = kill_at_fractions([corpus / "site", "-o", db], db, before, duration)
@@ -129,7 +130,7 @@ def test_the_next_build_removes_what_a_killed_build_left(corpus, tmp_path):
     process.wait()
     left = temporaries(db)
     assert left
-    assert builder("seeds", "-o", db).wait() == 0
+    assert builder(SEEDS, "-o", db).wait() == 0
     assert temporaries(db) == []
 
 
@@ -141,7 +142,7 @@ def answer_ctrl_c():
 
 def test_ctrl_c_stops_cleanly_with_a_message(corpus, tmp_path):
     db = tmp_path / "cache.db"
-    assert builder("seeds", "-o", db).wait() == 0
+    assert builder(SEEDS, "-o", db).wait() == 0
     before = db.read_bytes()
     process = builder(corpus / "site", "-o", db, preexec_fn=answer_ctrl_c)
     wait_while_building(process, lambda: temporaries(db), "it created its temporary file")
@@ -159,7 +160,7 @@ def limit_file_size():
 
 def test_a_full_disk_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
     db = tmp_path / "cache.db"
-    assert builder("seeds", "-o", db).wait() == 0
+    assert builder(SEEDS, "-o", db).wait() == 0
     before = db.read_bytes()
     process = builder(corpus / "site", "-o", db, preexec_fn=limit_file_size)
     _, stderr = process.communicate()
@@ -172,7 +173,7 @@ def test_a_full_disk_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
 
 def test_an_unwritable_folder_gives_a_clear_error(tmp_path):
     for output in ("/proc/cache.db", tmp_path / "missing" / "cache.db"):
-        process = builder("seeds", "-o", output)
+        process = builder(SEEDS, "-o", output)
         _, stderr = process.communicate()
         assert process.returncode == 1
         assert stderr.startswith(f"Error: {output}: could not write the new database beside it ("), stderr
@@ -181,7 +182,7 @@ def test_an_unwritable_folder_gives_a_clear_error(tmp_path):
 def test_refuses_to_replace_a_file_that_is_not_our_database(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("precious")
-    process = builder("seeds", "-o", notes)
+    process = builder(SEEDS, "-o", notes)
     _, stderr = process.communicate()
     assert process.returncode == 1
     assert "expected a SQLite database built by spack-cache-db" in stderr
@@ -204,7 +205,7 @@ def get(url):
 
 def test_rebuilding_while_datasette_serves_the_file(corpus, tmp_path):
     db = tmp_path / "cache.db"
-    assert builder("seeds", "-o", db).wait() == 0
+    assert builder(SEEDS, "-o", db).wait() == 0
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "datasette", "-i", str(db), "-p", str(port), "-h", "127.0.0.1"],
@@ -226,12 +227,12 @@ def test_rebuilding_while_datasette_serves_the_file(corpus, tmp_path):
             f"{base}/cache/binaries?_search=mpi",
         ]
         statuses = []
-        rebuilds = [builder(corpus / "site" if n % 2 == 0 else "seeds", "-o", db) for n in range(1)]
+        rebuilds = [builder(corpus / "site" if n % 2 == 0 else SEEDS, "-o", db) for n in range(1)]
         for n in range(4):
             while rebuilds[-1].poll() is None and len(statuses) < 600:
                 statuses.append(get(urls[len(statuses) % len(urls)]))
             assert rebuilds[-1].returncode == 0
-            rebuilds.append(builder(corpus / "site" if n % 2 else "seeds", "-o", db))
+            rebuilds.append(builder(corpus / "site" if n % 2 else SEEDS, "-o", db))
         rebuilds[-1].wait()
         statuses.extend(get(url) for url in urls)
         assert len(statuses) > 20
