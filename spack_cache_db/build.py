@@ -10,18 +10,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, load, microarchitectures, normalise
-from .read import (
+from . import __version__, load, microarchitectures
+from .read_pages import (
     NotACachePage,
     OldLayoutPage,
     PageError,
     file_digest,
     find_inputs,
+    page_document,
     read_bytes,
     read_page,
     read_tags_yaml,
 )
+from .records import Configurations, InputError
 from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
+from .writer import BackgroundWriter, open_for_build
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
 
@@ -36,7 +39,7 @@ class Summary:
     pages_read: int = 0
     pages_unchanged: int = 0
     pages_removed: int = 0
-    rejected: list = field(default_factory=list)  # PageError
+    rejected: list = field(default_factory=list)  # InputError
     warnings: list = field(default_factory=list)  # (path, field, message)
     old_layout: int = 0
     up_to_date: bool = False
@@ -79,7 +82,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
     try:
         if existing is not None:
             shutil.copyfile(output, temporary)
-        conn = load.open_for_build(temporary)
+        conn = open_for_build(temporary)
         try:
             if existing is None:
                 create_schema(conn)
@@ -216,13 +219,14 @@ def _load(conn, path, plan, summary, keep_going, progress):
         for source, stat in plan.touched:
             conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
-    writer = load.BackgroundWriter(path)
+    writer = BackgroundWriter(path)
     try:
         loader = load.Loader(conn, writer)
+        configurations = Configurations()
         if progress:
             progress.start(len(plan.to_read))
         for source in plan.to_read:
-            specs = _load_file(loader, source, summary, keep_going)
+            specs = _load_file(loader, configurations, source, summary, keep_going)
             if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
                 loader.flush()
             if progress:
@@ -239,31 +243,34 @@ def _load(conn, path, plan, summary, keep_going, progress):
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 
 
-def _load_file(loader, source, summary, keep_going):
+def _load_file(loader, configurations, source, summary, keep_going):
     """Read one file into the loader; returns how many specs it listed."""
     checkpoint = loader.checkpoint()
     data, page, outcome, specs = None, None, "page", 0
     try:
         data = read_bytes(source.path)
         page = read_page(source, data)
-        parsed = loader.add_page(page)
-        specs = len(parsed)
+        document = page_document(page, configurations)
+        loader.add_document(document)
+        specs = len(document.binaries)
         summary.pages_read += 1
-        for field_name, message in normalise.meta_disagreements(page.meta, parsed):
-            summary.warnings.append((page.path, field_name, message))
-            loader.queue("problems", (page.path, field_name, message, "warning", page.tag, page.title))
+        for field_name, message in document.warnings:
+            summary.warnings.append((document.source, field_name, message))
+            loader.queue(
+                "problems", (None, document.source, field_name, message, "warning", document.tag, document.package)
+            )
     except NotACachePage:
         outcome = "not a page"
     except OldLayoutPage:
         outcome = "old layout"
         summary.old_layout += 1
-    except PageError as error:
+    except InputError as error:
         if not keep_going:
             raise
         loader.rollback(checkpoint)
         outcome = "rejected"
         summary.rejected.append(error)
-        loader.queue("problems", (error.path, error.field, error.expected, "error", None, None))
+        loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
     if data is not None:
         stat = _stat(source.path)
         digest = page.digest if page else file_digest(data)

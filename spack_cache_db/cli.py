@@ -14,7 +14,7 @@ from . import describe as describe_module
 from . import export as export_module
 from .build import BuildError
 from .build import build as build_database
-from .read import PageError
+from .records import InputError
 
 BUNDLED_SEEDS = Path(str(resources.files(__package__) / "seeds"))
 
@@ -55,7 +55,7 @@ def build(paths, output, keep_going, strict, quiet):
     try:
         with _progress(show_progress) as progress:
             summary = build_database(paths, output, keep_going=keep_going, strict=strict, progress=progress)
-    except (PageError, BuildError) as error:
+    except (InputError, BuildError) as error:
         click.echo(f"Error: {error}", err=True)
         click.echo(f"{output} was left as it was.", err=True)
         sys.exit(1)

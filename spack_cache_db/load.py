@@ -1,57 +1,19 @@
 """Load pages into cache.db: ids resolved in memory, rows written in batches, unchanged pages kept."""
 
 import json
-import multiprocessing
-import signal
-import sqlite3
-import sys
-import threading
 
-from . import normalise
-from .normalise import SpecError
-from .read import PageError
+from . import normalise, schema
+from .records import InputError
 
-# Insert order follows the foreign keys: a row's parents are always written first.
-INSERTS = {
-    "packages": "INSERT INTO packages (id, name) VALUES (?, ?)",
-    "versions": "INSERT INTO versions (id, package_id, version, version_rank) VALUES (?, ?, ?, 0)",
-    "compilers": "INSERT INTO compilers (id, label, name, version) VALUES (?, ?, ?, ?)",
-    "oss": "INSERT INTO oss (id, name) VALUES (?, ?)",
-    "platforms": "INSERT INTO platforms (id, name) VALUES (?, ?)",
-    "targets": "INSERT INTO targets (id, name) VALUES (?, ?)",
-    "variants": "INSERT INTO variants (id, raw, name, operator, value) VALUES (?, ?, ?, ?, ?)",
-    "variant_values": "INSERT INTO variant_values (variant_id, position, value) VALUES (?, ?, ?)",
-    "variant_sets": "INSERT INTO variant_sets (id, variants, spec_variants) VALUES (?, ?, ?)",
-    "variant_set_members": "INSERT INTO variant_set_members (variant_set_id, position, variant_id) VALUES (?, ?, ?)",
-    "stacks": "INSERT INTO stacks (id, name) VALUES (?, ?)",
-    "stack_sets": "INSERT INTO stack_sets (id, stacks) VALUES (?, ?)",
-    "stack_set_members": "INSERT INTO stack_set_members (stack_set_id, stack_id) VALUES (?, ?)",
-    "configurations": (
-        "INSERT INTO configurations (id, version_id, compiler_id, os_id, platform_id, target_id, variant_set_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)"
-    ),
-    "listings": "INSERT INTO listings (id, configuration_id, stack_set_id) VALUES (?, ?, ?)",
-    "tags": (
-        "INSERT INTO tags (id, name, kind, snapshot_date, release_version, sort_order, mirror_url)"
-        " VALUES (?, ?, ?, ?, ?, 0, ?)"
-    ),
-    "sources": (
-        "INSERT INTO sources (path, size, mtime_ns, digest, outcome) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns,"
-        " digest = excluded.digest, outcome = excluded.outcome"
-    ),
-    "problems": "INSERT INTO problems (path, field, message, severity, tag, package) VALUES (?, ?, ?, ?, ?, ?)",
-    "specs": "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, ?, ?, ?)",
-    "pages": (
-        "INSERT INTO pages (id, tag_id, package_id, path, digest, num_specs, meta, sorted_keys, key_order, extra)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ),
-    "page_specs": (
-        "INSERT INTO page_specs (page_id, spec_id, listing_id, position, compiler_exact, standard_tarball, extra)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)"
-    ),
-    "tag_stacks": "INSERT INTO tag_stacks (tag_id, stack_id) VALUES (?, ?)",
-}
+# The tables the loader writes, parents first, and the statement that writes a row of each (a file read again
+# replaces its sources row).
+WRITTEN = tuple(
+    table
+    for table in schema.LOAD_ORDER
+    if table not in ("microarchitectures", "runs_on", "row_counts", "build_info")
+    and not table.endswith(("_cube", "_cells"))
+)
+STATEMENTS = {table: schema.insert_sql(table, replace_on_conflict=table == "sources") for table in WRITTEN}
 
 # How each lookup's key is read back from an existing database, for incremental builds.
 EXISTING_KEYS = {
@@ -83,99 +45,6 @@ def _hash_key(spec_hash):
     return int(spec_hash, 36)
 
 
-class BackgroundWriter:
-    """Writes batches of rows in a second process with its own connection, so that SQLite's inserts run on
-    another core while this one reads and checks pages. Nothing else may write to the file meanwhile; the
-    build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
-    locks keep each read whole)."""
-
-    def __init__(self, path):
-        method = _start_method()
-        context = multiprocessing.get_context(method)
-        if method == "forkserver":
-            context.set_forkserver_preload([__name__])  # its server imports this module once, not each writer
-        self.pipe, child_end = context.Pipe()
-        self.process = context.Process(target=_write_batches, args=(str(path), child_end, self.pipe), daemon=True)
-        self.process.start()
-        child_end.close()
-
-    def write(self, batches):
-        self._send(batches)
-        if self.pipe.poll():  # the writer sends nothing unasked but why it failed
-            self._raise_failure()
-
-    def sync(self):
-        """Wait until every batch sent so far is committed."""
-        self._send("sync")
-        self._expect_done()
-
-    def finish(self):
-        self._send("finish")
-        self._expect_done()
-        self.process.join()
-
-    def stop(self):
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
-        self.pipe.close()
-
-    def _send(self, message):
-        try:
-            self.pipe.send(message)
-        except OSError:  # the writer has stopped; it said why before it did
-            self._raise_failure()
-
-    def _expect_done(self):
-        try:
-            reply = self.pipe.recv()
-        except (EOFError, OSError):
-            self.process.join()
-            reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
-        if reply != "done":
-            raise sqlite3.OperationalError(reply)
-
-    def _raise_failure(self):
-        self._expect_done()
-        raise sqlite3.OperationalError("the writer process stopped without saying why")
-
-
-def _start_method():
-    """On Linux, fork from a process with one thread (the command line: 10 ms) and otherwise fork from a
-    clean server process (a fork copies whatever locks other threads hold at that moment); spawn
-    elsewhere, as Python does by default there."""
-    if sys.platform != "linux":
-        return "spawn"
-    return "fork" if threading.active_count() == 1 else "forkserver"
-
-
-def _write_batches(path, pipe, builds_end):
-    """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
-    what failed and stops."""
-    builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build decides when to stop, and stops this process
-    conn = open_for_build(path)
-    try:
-        while True:
-            try:
-                message = pipe.recv()
-            except EOFError:  # the build is gone
-                return
-            if message in ("sync", "finish"):
-                pipe.send("done")
-                if message == "finish":
-                    return
-                continue
-            conn.execute("BEGIN")
-            for table, rows in message:
-                conn.executemany(INSERTS[table], rows)
-            conn.execute("COMMIT")
-    except sqlite3.Error as error:
-        pipe.send(str(error))
-    finally:
-        conn.close()
-
-
 class Loader:
     """Turns pages into rows of one open database, remembering every id it has handed out."""
 
@@ -184,7 +53,7 @@ class Loader:
         self.writer = writer
         self.ids = {}
         self.next_id = {}
-        self.pending = {table: [] for table in INSERTS}
+        self.pending = {table: [] for table in WRITTEN}
         for table, sql in EXISTING_KEYS.items():
             self.ids[table] = {_key_of(row): row[-1] for row in conn.execute(sql)}
             self.next_id[table] = max(self.ids[table].values(), default=0) + 1
@@ -207,7 +76,6 @@ class Loader:
             )
         }
         self.first_ids = dict(self.next_id)
-        self.spec_cache = normalise.SpecCache()
 
     def _id(self, table, key, row):
         """The id for key, adding a row made by row(id) the first time the key is seen."""
@@ -225,7 +93,7 @@ class Loader:
     def tag_id(self, name):
         def add(new_id):
             tag = normalise.classify_tag(name)
-            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, tag.mirror_url))
+            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, tag.mirror_url))
 
         return self._id("tags", name, add)
 
@@ -235,71 +103,52 @@ class Loader:
     def stack_id(self, name):
         return self._named_id("stacks", name)
 
-    def add_page(self, page):
-        """Check a page against everything loaded so far, then queue its rows; raises PageError."""
-        specs = self._parse_specs(page)
-        other = self.pages_by_name.get((page.tag, page.title))
+    def add_document(self, document):
+        """Check a document against everything loaded so far, then queue its rows; raises InputError."""
+        other = self.pages_by_name.get((document.tag, document.package))
         if other is not None:
-            raise PageError(
-                page.path,
+            raise InputError(
+                document.source,
                 "categories",
-                f"expected one page per tag and package: {page.tag}/{page.title} is also {other}",
+                f"expected one page per tag and package: {document.tag}/{document.package} is also {other}",
             )
-        tag_id = self.tag_id(page.tag)
-        package_id = self._named_id("packages", page.title)
+        tag_id = self.tag_id(document.tag)
+        package_id = self._named_id("packages", document.package)
+        binaries = document.binaries
         if self.database_has_specs:
-            self._look_up_in_database([spec.hash for spec in specs if _hash_key(spec.hash) not in self.spec_ids])
-        rows = [self._spec_row(page, package_id, number, spec) for number, spec in enumerate(specs)]
+            self._look_up_in_database([b.hash for b in binaries if _hash_key(b.hash) not in self.spec_ids])
+        rows = [self._spec_row(document, package_id, number, binary) for number, binary in enumerate(binaries)]
         page_id = self.next_id["pages"]
         self.next_id["pages"] += 1
-        self.pages_by_name[(page.tag, page.title)] = page.path
-        key_order = None if page.key_order is None else json.dumps(page.key_order)
+        self.pages_by_name[(document.tag, document.package)] = document.source
+        key_order = None if document.key_order is None else json.dumps(document.key_order)
         self.queue(
             "pages",
             (
                 page_id,
                 tag_id,
                 package_id,
-                page.path,
-                page.digest,
-                len(specs),
-                page.meta_text,
-                int(page.sorted_keys),
+                document.source,
+                document.digest,
+                len(binaries),
+                document.meta_text,
+                int(document.sorted_keys),
                 key_order,
-                json.dumps(page.extra, sort_keys=True) if page.extra else None,
+                json.dumps(document.extra, sort_keys=True) if document.extra else None,
             ),
         )
         add_spec, add_page_spec = self.pending["specs"].append, self.pending["page_specs"].append
-        for new_spec, spec_id, listing_id, details in rows:
+        for new_spec, page_spec in rows:
             if new_spec is not None:
                 add_spec(new_spec)
-            add_page_spec((page_id, spec_id, listing_id, *details))
-        return specs
+            add_page_spec((page_id, *page_spec))
 
-    def _parse_specs(self, page):
-        specs, seen = [], {}
-        for number, entry in enumerate(page.specs):
-            where = f"spec_details[{number}]"
-            try:
-                spec = normalise.parse_spec(entry, where, self.spec_cache)
-            except SpecError as error:
-                raise PageError(page.path, error.field, error.expected) from error
-            first = seen.get(spec.hash)
-            if first is not None:
-                raise PageError(
-                    page.path,
-                    f"{where}.hash",
-                    f"expected each hash once per page: {spec.hash} is also spec_details[{first}]",
-                )
-            seen[spec.hash] = number
-            specs.append(spec)
-        return specs
-
-    def _spec_row(self, page, package_id, position, spec):
-        spec_hash, built, stacks, size, extra = spec
+    def _spec_row(self, document, package_id, position, binary):
+        """(the specs row, or None for a spec known already; the page_specs row without its page)"""
+        spec_hash, built, stacks, size, extra, _ = binary
         configuration_id = self.configuration_by_built.get((package_id, built.number))
         if configuration_id is None:
-            configuration_id = self._configuration_id(page.title, package_id, built)
+            configuration_id = self._configuration_id(document.package, package_id, built)
             self.configuration_by_built[(package_id, built.number)] = configuration_id
         key = _hash_key(spec_hash)
         known = self.spec_ids.get(key)
@@ -312,8 +161,8 @@ class Loader:
                 self.spec_sizes[key] = size
             new_spec = (spec_id, spec_hash, configuration_id, size)
         elif known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
-            raise PageError(
-                page.path,
+            raise InputError(
+                document.source,
                 f"spec_details[{position}].hash",
                 f"expected the same facts wherever hash {spec_hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
                 f"lists it as {self._describe(known >> 32, self.spec_sizes.get(key))} and this page as "
@@ -328,14 +177,21 @@ class Loader:
         standard_tarball = 0
         if extra:
             if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
-                page.tag, page.title, built.version, built.platform, built.os, built.target, built.compiler, spec_hash
+                document.tag,
+                document.package,
+                built.version,
+                built.platform,
+                built.os,
+                built.target,
+                built.compiler,
+                spec_hash,
             ):
                 extra = {k: v for k, v in extra.items() if k != "tarball"}
                 standard_tarball = 1
             extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         else:
             extra = None
-        return new_spec, spec_id, listing_id, (position, int(built.compiler_exact), standard_tarball, extra)
+        return new_spec, (spec_id, position, listing_id, int(built.compiler_exact), standard_tarball, extra)
 
     def _read_back(self, sql, parameters):
         self.writer.sync()
@@ -382,7 +238,7 @@ class Loader:
         version_id = self._id(
             "versions",
             (package_id, built.version),
-            lambda new_id: self.queue("versions", (new_id, package_id, built.version)),
+            lambda new_id: self.queue("versions", (new_id, package_id, built.version, 0)),
         )
         compiler = built.compiler
         compiler_id = self._id(
@@ -461,10 +317,10 @@ class Loader:
         self.next_id = next_id
 
     def flush(self):
-        batches = [(table, rows) for table, rows in self.pending.items() if rows]
+        batches = [(STATEMENTS[table], rows) for table, rows in self.pending.items() if rows]
         if batches:
             self.writer.write(batches)
-            self.pending = {table: [] for table in INSERTS}
+            self.pending = {table: [] for table in WRITTEN}
 
 
 def load_tags_yaml(loader, tags):
@@ -558,12 +414,3 @@ def index_new_rows(conn, first_ids):
 
 def foreign_key_problems(conn):
     return conn.execute("PRAGMA foreign_key_check").fetchall()
-
-
-def open_for_build(path):
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
-    conn.execute("PRAGMA synchronous = OFF")
-    conn.execute("PRAGMA cache_size = -64000")
-    return conn

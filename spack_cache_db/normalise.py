@@ -1,12 +1,9 @@
 """Spack's own rules for the values on a page: versions, tags, compilers, variants, spec strings."""
 
 import functools
-import json
 import re
-import sys
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
 MIRROR_ROOT = "https://binaries.spack.io"
 
@@ -173,153 +170,7 @@ def spec_string(package, version, variants, platform, os, target, compiler):
     return text
 
 
-_HASH = re.compile(r"^[a-z2-7]{32}$")
-SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
-META_LISTS = {"compilers": "compiler", "oss": "os", "platforms": "platform", "targets": "target"}
-
-
-class SpecError(Exception):
-    def __init__(self, field_name, expected):
-        super().__init__(f"{field_name}: {expected}")
-        self.field = field_name
-        self.expected = expected
-
-
-class Built(NamedTuple):
-    """What a spec entry says was built; many binaries share one (the same configuration, rebuilt)."""
-
-    number: int  # distinct per configuration seen in a build, a cheap key for it
-    version: str
-    compiler: Compiler
-    compiler_exact: bool  # written 'name@=version'
-    os: str
-    platform: str
-    target: str
-    variants: tuple  # of Variant, in document order
-    raw_variants: tuple  # the same, as written
-
-
-class Spec(NamedTuple):
-    """One entry of spec_details, checked and in Spack's terms."""
-
-    hash: str
-    built: Built
-    stacks: tuple  # sorted
-    size: int | None
-    extra: dict  # fields the format does not document (e.g. tarball), kept
-
-
-def _text(entry, key, where):
-    value = entry[key]
-    if type(value) is not str or not value:
-        raise SpecError(f"{where}.{key}", "expected non-empty text")
-    return value
-
-
-def _text_list(entry, key, where):
-    values = entry[key]
-    if type(values) is not list:
-        raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-    for value in values:
-        if type(value) is not str or not value:
-            raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-    return values
-
-
-_SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
-
-
-@dataclass
-class SpecCache:
-    """What binaries share, by the text of its fields: checked once rather than once per binary."""
-
-    built: dict = field(default_factory=dict)
-    stacks: dict = field(default_factory=dict)
-
-
-def parse_spec(entry, where, cache):
-    """Check one spec_details entry; cache is a SpecCache kept for a whole build."""
-    if type(entry) is not dict:
-        raise SpecError(where, "expected a JSON object")
-    if not _SPEC_FIELD_SET <= entry.keys():
-        missing = next(key for key in SPEC_FIELDS if key not in entry)
-        raise SpecError(f"{where}.{missing}", "expected this field")
-    variants, versions, key, built = entry["variants"], entry["versions"], None, None
-    if type(variants) is list and type(versions) is list:
-        try:
-            key = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
-            built = cache.built.get(key)
-        except TypeError:  # unhashable values, named by _check_built
-            key = None
-    if built is None:
-        built = _check_built(entry, where, len(cache.built))
-        if key is not None:
-            cache.built[_interned(key)] = built
-    spec_hash = entry["hash"]
-    if type(spec_hash) is not str or not _HASH.match(spec_hash):
-        _text(entry, "hash", where)
-        raise SpecError(
-            f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
-        )
-    stacks, sorted_stacks = entry["stacks"], None
-    if type(stacks) is list:
-        try:
-            sorted_stacks = cache.stacks.get(tuple(stacks))  # only lists already checked are in the cache
-        except TypeError:  # unhashable values, named by _text_list
-            pass
-    if sorted_stacks is None:
-        stacks = _text_list(entry, "stacks", where)
-        sorted_stacks = cache.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))
-    size = entry["size"]
-    return Spec(
-        spec_hash,
-        built,
-        sorted_stacks,
-        None if size == "-" else _size(size, where),
-        {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
-    )
-
-
-def _check_built(entry, where, number):
-    versions = _text_list(entry, "versions", where)
-    if len(versions) != 1:
-        raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
-    compiler = parse_compiler(_text(entry, "compiler", where))
-    if compiler is None:
-        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
-    raw_variants = _text_list(entry, "variants", where)
-    variants = []
-    for position, raw in enumerate(raw_variants):
-        variant = parse_variant(raw)
-        if variant is None:
-            raise SpecError(
-                f"{where}.variants[{position}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}"
-            )
-        variants.append(variant)
-    return Built(
-        number,
-        sys.intern(versions[0]),
-        *compiler,
-        sys.intern(_text(entry, "os", where)),
-        sys.intern(_text(entry, "platform", where)),
-        sys.intern(_text(entry, "target", where)),
-        tuple(variants),
-        _interned(raw_variants),
-    )
-
-
-def _interned(texts):
-    """A cached key or Built keeps one copy of each text, not the copies of the page it was first read from: a
-    whole history's configurations share a few thousand distinct texts."""
-    return tuple(sys.intern(text) if type(text) is str else _interned(text) for text in texts)
-
-
-def _size(value, where):
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    raise SpecError(f"{where}.size", "expected '-' (unknown) or a whole number of bytes")
+HASH = re.compile(r"^[a-z2-7]{32}$")  # Spack's DAG hash: 32 characters of its base32 alphabet
 
 
 def derived_meta(specs):
@@ -346,30 +197,3 @@ def compiler_text(built):
     if built.compiler.version is None:
         return built.compiler.name
     return f"{built.compiler.name}@{'=' if built.compiler_exact else ''}{built.compiler.version}"
-
-
-def meta_disagreements(declared, specs):
-    """[(field, message)] where the page's meta says something its spec_details do not."""
-    derived = derived_meta(specs)
-    found = []
-    for key, expected in derived.items():
-        if key not in declared:
-            found.append((f"meta.{key}", "missing from meta"))
-            continue
-        value = declared[key]
-        if isinstance(expected, list):
-            same = isinstance(value, list) and sorted(map(str, value)) == expected
-        elif isinstance(expected, dict):
-            same = isinstance(value, dict) and {k: str(v) for k, v in value.items()} == {
-                k: str(v) for k, v in expected.items()
-            }
-        else:
-            same = str(value) == str(expected)
-        if not same:
-            found.append((f"meta.{key}", f"meta says {_short(value)} but spec_details give {_short(expected)}"))
-    return found
-
-
-def _short(value, limit=300):
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

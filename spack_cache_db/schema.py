@@ -1,6 +1,10 @@
-"""The shape of cache.db, in one place: tables, indexes, full-text search and views."""
+"""The shape of cache.db, in one place: tables, indexes, full-text search and views. Every other module
+takes a table's columns from here (COLUMNS, insert_sql), never restates them."""
 
+import graphlib
 import hashlib
+
+import sqlite_utils
 
 SCHEMA_VERSION = 2  # 2: listings and configurations keep only keys; counts for the plugin
 
@@ -355,6 +359,35 @@ _VIEW_COUNTS = {
     "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
+
+
+def _tables(ddl):
+    db = sqlite_utils.Database(memory=True)
+    db.executescript(ddl)
+    return {name: db[name] for name in db.table_names()}
+
+
+_DECLARED = _tables(TABLES)
+COLUMNS = {name: tuple(column.name for column in table.columns) for name, table in _DECLARED.items()}
+# An order in which every row's parents (foreign keys) are written before it.
+LOAD_ORDER = tuple(
+    graphlib.TopologicalSorter(
+        {name: {key.other_table for key in table.foreign_keys} - {name} for name, table in _DECLARED.items()}
+    ).static_order()
+)
+
+
+def insert_sql(table, replace_on_conflict=False):
+    """INSERT of a whole row of table, its values in COLUMNS order; with replace_on_conflict, a row whose
+    primary key exists already is updated instead."""
+    columns = COLUMNS[table]
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    if replace_on_conflict:
+        keys = _DECLARED[table].pks
+        updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column not in keys)
+        sql += f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+    return sql
+
 
 # Incremental builds only build onto a database of exactly this shape.
 SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(), digest_size=8).hexdigest()

@@ -8,7 +8,7 @@ from paths import SEEDS, SITE
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
-from spack_cache_db.read import PageError
+from spack_cache_db.records import InputError
 from spack_cache_db.schema import SCHEMA_VERSION
 
 
@@ -213,7 +213,7 @@ def test_meta_disagreement_is_a_problem_not_an_error(tmp_path):
 def test_same_hash_with_conflicting_facts_is_an_error(tmp_path):
     write_page(tmp_path, "bolt", "develop", [spec(1)])
     second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
-    with pytest.raises(PageError) as raised:
+    with pytest.raises(InputError) as raised:
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     assert raised.value.path == str(second)
     assert raised.value.field == "spec_details[0].hash"
@@ -225,7 +225,7 @@ def test_a_conflict_with_a_page_already_written_names_that_page(tmp_path, monkey
     first = write_page(tmp_path, "bolt", "develop", [spec(1)])
     write_page(tmp_path, "cli11", "develop", [spec(2)])
     second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
-    with pytest.raises(PageError) as raised:
+    with pytest.raises(InputError) as raised:
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     assert raised.value.path == str(second)
     assert (
@@ -253,7 +253,9 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
 
     write_page(tmp_path, "bolt", "develop", [spec(1)])
     monkeypatch.setitem(
-        load.INSERTS, "specs", "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)"
+        load.STATEMENTS,
+        "specs",
+        "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)",
     )
     db = tmp_path / "cache.db"
     with pytest.raises(BuildError, match=r"could not write the new database beside it \(CHECK constraint failed"):
@@ -265,14 +267,14 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
 def test_a_build_beside_other_threads_starts_its_writer_from_a_clean_process(tmp_path):
     import threading
 
-    from spack_cache_db import load
+    from spack_cache_db import writer
 
     write_page(tmp_path, "bolt", "develop", [spec(1), spec(2, target="zen3")])
     stop = threading.Event()
     waiting = threading.Thread(target=stop.wait)
     waiting.start()
     try:
-        assert load._start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
+        assert writer._start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     finally:
         stop.set()

@@ -144,14 +144,14 @@ def test_a_schema_change_means_a_full_build(site, tmp_path):
 
 
 def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
-    from spack_cache_db.read import PageError
+    from spack_cache_db.records import InputError
 
     first = write_page(tmp_path, "bolt", "develop", [spec(1)])
     db = tmp_path / "cache.db"
     build([str(tmp_path / "_cache")], db)
     before = db.read_bytes()
     second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3")])
-    with pytest.raises(PageError) as raised:
+    with pytest.raises(InputError) as raised:
         build([str(tmp_path / "_cache")], db)
     assert (raised.value.path, raised.value.field) == (str(second), "spec_details[0].hash")
     assert (

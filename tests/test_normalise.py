@@ -4,15 +4,15 @@ import pytest
 
 from spack_cache_db.normalise import (
     Compiler,
-    SpecCache,
     classify_tag,
     parse_compiler,
-    parse_spec,
     parse_variant,
     spec_string,
     tag_sort_key,
     version_key,
 )
+from spack_cache_db.read_pages import parse_spec
+from spack_cache_db.records import Configurations
 
 
 def spack_sorted(versions):
@@ -142,7 +142,7 @@ def test_spec_string_has_no_compiler_part_for_none():
 def test_configurations_read_from_different_pages_share_their_texts():
     """A build keeps every configuration it has seen: the texts they have in common are held once, not
     once per page they were read from."""
-    cache = SpecCache()
+    cache = Configurations()
 
     def parse(hash_letter, variants):
         entry = json.loads(

@@ -10,7 +10,7 @@ from pagemaker import meta_for, page_facts
 
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.export import export
-from spack_cache_db.read import PageError, SourceFile, read_page
+from spack_cache_db.read_pages import PageError, SourceFile, read_page
 
 NAME = st.from_regex(r"[a-z][a-z0-9]{0,6}(-[a-z0-9]{1,5})?", fullmatch=True)
 WORD = st.from_regex(r"[a-z][a-z0-9_.]{0,8}", fullmatch=True)

@@ -1,25 +1,24 @@
-"""Read pages: find page files in the inputs and split each into its front-matter fields, as text."""
+"""The pages reader: find cache.spack.io pages in the inputs, read each one's front matter as text, and check
+its spec_details into a Document (records.py)."""
 
 import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from .normalise import SPEC_FIELDS
+from .normalise import HASH, derived_meta, parse_compiler, parse_variant
+from .records import Binary, Built, Document, InputError, interned
+
+SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
 
 
-class PageError(Exception):
+class PageError(InputError):
     """A page that cannot be read: names the file, the field and what was expected."""
-
-    def __init__(self, path, field, expected):
-        super().__init__(f"{path}: {field}: {expected}")
-        self.path = str(path)
-        self.field = field
-        self.expected = expected
 
 
 class NotACachePage(Exception):
@@ -320,3 +319,169 @@ def read_tags_yaml(path):
             raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
         tags.append((entry["name"], stacks))
     return tags
+
+
+class SpecError(Exception):
+    def __init__(self, field_name, expected):
+        super().__init__(f"{field_name}: {expected}")
+        self.field = field_name
+        self.expected = expected
+
+
+def _text(entry, key, where):
+    value = entry[key]
+    if type(value) is not str or not value:
+        raise SpecError(f"{where}.{key}", "expected non-empty text")
+    return value
+
+
+def _text_list(entry, key, where):
+    values = entry[key]
+    if type(values) is not list:
+        raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+    for value in values:
+        if type(value) is not str or not value:
+            raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+    return values
+
+
+_SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
+
+
+def page_document(page, configurations):
+    """The Document a page gives: every spec_details entry checked; raises PageError."""
+    binaries, seen = [], {}
+    for number, entry in enumerate(page.specs):
+        where = f"spec_details[{number}]"
+        try:
+            binary = parse_spec(entry, where, configurations)
+        except SpecError as error:
+            raise PageError(page.path, error.field, error.expected) from error
+        first = seen.get(binary.hash)
+        if first is not None:
+            raise PageError(
+                page.path,
+                f"{where}.hash",
+                f"expected each hash once per page: {binary.hash} is also spec_details[{first}]",
+            )
+        seen[binary.hash] = number
+        binaries.append(binary)
+    return Document(
+        source=page.path,
+        digest=page.digest,
+        tag=page.tag,
+        package=page.title,
+        binaries=binaries,
+        meta_text=page.meta_text,
+        sorted_keys=page.sorted_keys,
+        key_order=page.key_order,
+        extra=page.extra,
+        warnings=meta_disagreements(page.meta, binaries),
+    )
+
+
+def parse_spec(entry, where, configurations):
+    """Check one spec_details entry into a Binary; configurations is the build's records.Configurations."""
+    if type(entry) is not dict:
+        raise SpecError(where, "expected a JSON object")
+    if not _SPEC_FIELD_SET <= entry.keys():
+        missing = next(key for key in SPEC_FIELDS if key not in entry)
+        raise SpecError(f"{where}.{missing}", "expected this field")
+    built = _built(entry, where, configurations)
+    spec_hash = entry["hash"]
+    if type(spec_hash) is not str or not HASH.match(spec_hash):
+        _text(entry, "hash", where)
+        raise SpecError(
+            f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
+        )
+    stacks, sorted_stacks = entry["stacks"], None
+    if type(stacks) is list:
+        try:
+            sorted_stacks = configurations.stacks.get(tuple(stacks))  # only lists already checked are in it
+        except TypeError:  # unhashable values, named by _text_list
+            pass
+    if sorted_stacks is None:
+        stacks = _text_list(entry, "stacks", where)
+        sorted_stacks = configurations.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))
+    size = entry["size"]
+    return Binary(
+        spec_hash,
+        built,
+        sorted_stacks,
+        None if size == "-" else _size(size, where),
+        {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
+    )
+
+
+def _built(entry, where, configurations):
+    variants, versions = entry["variants"], entry["versions"]
+    if type(variants) is list and type(versions) is list:
+        try:
+            key = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
+            return configurations.add(key, lambda number: _check_built(entry, where, number))
+        except TypeError:  # unhashable values, named by _check_built
+            pass
+    return _check_built(entry, where, None)
+
+
+def _check_built(entry, where, number):
+    versions = _text_list(entry, "versions", where)
+    if len(versions) != 1:
+        raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
+    compiler = parse_compiler(_text(entry, "compiler", where))
+    if compiler is None:
+        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+    raw_variants = _text_list(entry, "variants", where)
+    variants = []
+    for position, raw in enumerate(raw_variants):
+        variant = parse_variant(raw)
+        if variant is None:
+            raise SpecError(
+                f"{where}.variants[{position}]", f"expected +name, ~name, name=value or name:=value, found {raw[:60]!r}"
+            )
+        variants.append(variant)
+    return Built(
+        number,
+        sys.intern(versions[0]),
+        *compiler,
+        sys.intern(_text(entry, "os", where)),
+        sys.intern(_text(entry, "platform", where)),
+        sys.intern(_text(entry, "target", where)),
+        tuple(variants),
+        interned(raw_variants),
+    )
+
+
+def _size(value, where):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    raise SpecError(f"{where}.size", "expected '-' (unknown) or a whole number of bytes")
+
+
+def meta_disagreements(declared, specs):
+    """[(field, message)] where the page's meta says something its spec_details do not."""
+    derived = derived_meta(specs)
+    found = []
+    for key, expected in derived.items():
+        if key not in declared:
+            found.append((f"meta.{key}", "missing from meta"))
+            continue
+        value = declared[key]
+        if isinstance(expected, list):
+            same = isinstance(value, list) and sorted(map(str, value)) == expected
+        elif isinstance(expected, dict):
+            same = isinstance(value, dict) and {k: str(v) for k, v in value.items()} == {
+                k: str(v) for k, v in expected.items()
+            }
+        else:
+            same = str(value) == str(expected)
+        if not same:
+            found.append((f"meta.{key}", f"meta says {_short(value)} but spec_details give {_short(expected)}"))
+    return found
+
+
+def _short(value, limit=300):
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,105 @@
+"""The normalised records both readers produce and the loader consumes, whatever the input was.
+
+A Document is one tag's binaries of one package: a cache page, or the part of a tag's build-cache
+indexes that is about one package. A Binary is one spec in it; its Built is what was built, which
+many binaries share. Build-cache indexes also give Nodes (specs that are only dependencies, such as
+externals) and the dependency edges between hashes.
+"""
+
+import sys
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .normalise import Compiler
+
+
+class InputError(Exception):
+    """An input that cannot be read: names the file or URL, the field and what was expected."""
+
+    def __init__(self, location, field, expected):
+        super().__init__(f"{location}: {field}: {expected}")
+        self.path = str(location)
+        self.field = field
+        self.expected = expected
+
+
+class Built(NamedTuple):
+    """What was built (a configuration); many binaries share one: the same configuration, rebuilt."""
+
+    number: int  # distinct per configuration seen in a build, a cheap key for it (see Configurations)
+    version: str
+    compiler: Compiler
+    compiler_exact: bool  # written 'name@=version'
+    os: str
+    platform: str
+    target: str
+    variants: tuple  # of Variant, in document order
+    raw_variants: tuple  # the same, as written
+
+
+class Edge(NamedTuple):
+    """A dependency of a spec, as Spack records it."""
+
+    hash: str
+    deptypes: tuple  # build, link, run, test
+    virtuals: tuple  # the virtual packages it provides to the dependent (mpi, c, cxx, ...)
+
+
+class Binary(NamedTuple):
+    """One spec listed in a tag: a binary in the build cache."""
+
+    hash: str
+    built: Built
+    stacks: tuple  # sorted
+    size: int | None
+    extra: dict  # fields the format does not document (e.g. a page's tarball), kept
+    dependencies: tuple | None = None  # of Edge; None where the input does not say (pages)
+
+
+class Node(NamedTuple):
+    """A spec a build-cache index holds only as a dependency (an external, a build-only compiler)."""
+
+    hash: str
+    package: str
+    built: Built
+    dependencies: tuple  # of Edge
+
+
+@dataclass
+class Document:
+    """One tag's binaries of one package, and how to write it back as a cache page."""
+
+    source: str  # the file or URL it was read from, as the user named it
+    digest: str  # of what was read
+    tag: str
+    package: str
+    binaries: list  # of Binary, in the input's order
+    meta_text: str  # the page's meta as written, or as cache.spack.io's generator writes it
+    sorted_keys: bool  # written the way cache.spack.io's generator writes today
+    key_order: list | None  # otherwise: the specs' keys in the order they first appear, for export
+    extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept
+    warnings: list = field(default_factory=list)  # (field, message): the input disagrees with itself
+
+
+@dataclass
+class Configurations:
+    """What binaries share, checked once per build rather than once per binary, by the text of its fields:
+    configurations (Built) and sorted stack lists. One per build, used by every reader, so that
+    Built.number is distinct within a build."""
+
+    built: dict = field(default_factory=dict)
+    stacks: dict = field(default_factory=dict)
+
+    def add(self, key, make):
+        """The Built for key, made by make(number) the first time key is seen."""
+        built = self.built.get(key)
+        if built is None:
+            built = make(len(self.built))  # first: make raises on a key that is not a valid configuration
+            self.built[interned(key)] = built
+        return built
+
+
+def interned(texts):
+    """A cached key or Built keeps one copy of each text, not the copies of the document it was first read from:
+    a whole history's configurations share a few thousand distinct texts."""
+    return tuple(sys.intern(text) if type(text) is str else interned(text) for text in texts)
