@@ -32,6 +32,7 @@ EXISTING_KEYS = {
     ),
     "listings": "SELECT configuration_id, stack_set_id, id FROM listings",
     "tags": "SELECT name, id FROM tags",
+    "dependency_kinds": "SELECT deptypes, virtuals, id FROM dependency_kinds",
 }
 
 
@@ -67,6 +68,7 @@ class Loader:
         self.spec_ids, self.spec_sizes = {}, {}
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
         self.database_has_specs = self.next_id["specs"] > 1
+        self.with_edges = set()  # ids of specs whose edges are stored or queued
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {
             (tag, package): path
@@ -90,10 +92,11 @@ class Loader:
     def queue(self, table, row):
         self.pending[table].append(row)
 
-    def tag_id(self, name):
+    def tag_id(self, name, mirror_url=None):
         def add(new_id):
             tag = normalise.classify_tag(name)
-            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, tag.mirror_url))
+            mirror = mirror_url or tag.mirror_url
+            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, mirror))
 
         return self._id("tags", name, add)
 
@@ -146,30 +149,9 @@ class Loader:
     def _spec_row(self, document, package_id, position, binary):
         """(the specs row, or None for a spec known already; the page_specs row without its page)"""
         spec_hash, built, stacks, size, extra, _ = binary
-        configuration_id = self.configuration_by_built.get((package_id, built.number))
-        if configuration_id is None:
-            configuration_id = self._configuration_id(document.package, package_id, built)
-            self.configuration_by_built[(package_id, built.number)] = configuration_id
-        key = _hash_key(spec_hash)
-        known = self.spec_ids.get(key)
-        new_spec = None
-        if known is None:
-            spec_id = self.next_id["specs"]
-            self.next_id["specs"] = spec_id + 1
-            self.spec_ids[key] = spec_id | configuration_id << 32
-            if size is not None:
-                self.spec_sizes[key] = size
-            new_spec = (spec_id, spec_hash, configuration_id, size)
-        elif known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
-            raise InputError(
-                document.source,
-                f"spec_details[{position}].hash",
-                f"expected the same facts wherever hash {spec_hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
-                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(key))} and this page as "
-                f"{self._describe(configuration_id, size)}",
-            )
-        else:
-            spec_id = known & 0xFFFFFFFF
+        configuration_id = self._configuration_of(document.package, package_id, built)
+        field = document.binary_field.format(position=position, hash=spec_hash)
+        spec_id, new_spec = self._spec_id(spec_hash, configuration_id, size, document.source, field)
         listing_id = self.listing_by_stacks.get((configuration_id, stacks))
         if listing_id is None:
             listing_id = self._listing_id(configuration_id, self._stack_set_id(stacks))
@@ -193,9 +175,81 @@ class Loader:
             extra = None
         return new_spec, (spec_id, position, listing_id, int(built.compiler_exact), standard_tarball, extra)
 
+    def _configuration_of(self, package, package_id, built):
+        configuration_id = self.configuration_by_built.get((package_id, built.number))
+        if configuration_id is None:
+            configuration_id = self._configuration_id(package, package_id, built)
+            self.configuration_by_built[(package_id, built.number)] = configuration_id
+        return configuration_id
+
+    def _spec_id(self, spec_hash, configuration_id, size, location, field, external=0):
+        """(spec id, the specs row to write or None when the hash is known): the same hash must have the same
+        facts wherever it appears."""
+        key = _hash_key(spec_hash)
+        known = self.spec_ids.get(key)
+        if known is None:
+            spec_id = self.next_id["specs"]
+            self.next_id["specs"] = spec_id + 1
+            self.spec_ids[key] = spec_id | configuration_id << 32
+            if size is not None:
+                self.spec_sizes[key] = size
+            return spec_id, (spec_id, spec_hash, configuration_id, size, external)
+        if known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
+            raise InputError(
+                location,
+                field,
+                f"expected the same facts wherever hash {spec_hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
+                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(key))} and this input as "
+                f"{self._describe(configuration_id, size)}",
+            )
+        return known & 0xFFFFFFFF, None
+
     def _read_back(self, sql, parameters):
         self.writer.sync()
         return self.conn.execute(sql, parameters)
+
+    def add_nodes(self, nodes, location):
+        """Specs that binaries depend on but that are not binaries themselves (externals, build-only
+        compilers): rows in specs, not in any page."""
+        if self.database_has_specs:
+            self._look_up_in_database([n.hash for n in nodes if _hash_key(n.hash) not in self.spec_ids])
+        for node in nodes:
+            package_id = self._named_id("packages", node.package)
+            configuration_id = self._configuration_of(node.package, package_id, node.built)
+            field = f"database.installs.{node.hash}"
+            spec_id, new_spec = self._spec_id(node.hash, configuration_id, None, location, field, int(node.external))
+            if new_spec is not None:
+                self.queue("specs", new_spec)
+
+    def add_dependencies(self, specs):
+        """The edges of these Binaries or Nodes (all of whose hashes are known to this loader), for each spec
+        that has none stored yet: a spec's dependencies are part of its hash, so the same everywhere."""
+        ids = {spec.hash: self.spec_ids[_hash_key(spec.hash)] & 0xFFFFFFFF for spec in specs}
+        earlier = [spec_id for spec_id in ids.values() if spec_id < self.first_ids["specs"]]
+        if earlier:
+            self.with_edges.update(
+                row[0]
+                for row in self.conn.execute(
+                    "SELECT DISTINCT spec_id FROM spec_dependencies WHERE spec_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(earlier),),
+                )
+            )
+        for spec in specs:
+            spec_id = ids[spec.hash]
+            if spec_id in self.with_edges or not spec.dependencies:
+                continue
+            self.with_edges.add(spec_id)
+            for edge in spec.dependencies:
+                kind_id = self._kind_id(json.dumps(edge.deptypes), json.dumps(edge.virtuals))
+                dependency_id = self.spec_ids[_hash_key(edge.hash)] & 0xFFFFFFFF
+                self.queue("spec_dependencies", (spec_id, dependency_id, kind_id))
+
+    def _kind_id(self, deptypes, virtuals):
+        kind = (deptypes, virtuals)
+        return self._id("dependency_kinds", kind, lambda new_id: self.queue("dependency_kinds", (new_id, *kind)))
+
+    def add_index(self, row):
+        self.queue("indexes", row)
 
     def _look_up_in_database(self, hashes):
         """Remember the specs of an earlier build among these hashes: one query per page. No need to wait for
@@ -301,6 +355,9 @@ class Loader:
     def rollback(self, checkpoint):
         """Forget what a rejected page added since the checkpoint."""
         next_id, pending = checkpoint
+        self.with_edges.difference_update(
+            row[0] for row in self.pending["spec_dependencies"][pending["spec_dependencies"] :]
+        )
         for table, length in pending.items():
             del self.pending[table][length:]
         for table, ids in self.ids.items():
@@ -368,8 +425,12 @@ FTS_COLUMNS = {  # full-text index: (the table of its rows, what it reads their 
     "packages_fts": ("packages", "packages", "name"),
 }
 
+_UNUSED_SPECS = (
+    "SELECT id FROM specs WHERE id NOT IN (SELECT spec_id FROM page_specs)"
+    " AND id NOT IN (SELECT dependency_id FROM spec_dependencies)"
+)
 ORPHANS = [
-    ("specs", "id NOT IN (SELECT spec_id FROM page_specs)"),
+    ("dependency_kinds", "id NOT IN (SELECT kind_id FROM spec_dependencies)"),
     ("listings", "id NOT IN (SELECT listing_id FROM page_specs)"),
     (
         "configurations",
@@ -388,12 +449,17 @@ ORPHANS = [
     ("platforms", "id NOT IN (SELECT platform_id FROM configurations)"),
     ("targets", "id NOT IN (SELECT target_id FROM configurations)"),
     ("stacks", "id NOT IN (SELECT stack_id FROM stack_set_members) AND id NOT IN (SELECT stack_id FROM tag_stacks)"),
-    ("tags", "id NOT IN (SELECT tag_id FROM pages) AND id NOT IN (SELECT tag_id FROM tag_stacks)"),
+    (
+        "tags",
+        "id NOT IN (SELECT tag_id FROM pages) AND id NOT IN (SELECT tag_id FROM tag_stacks)"
+        " AND id NOT IN (SELECT tag_id FROM indexes)",
+    ),
 ]
 
 
 def prune_orphans(conn, full_text):
     """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step."""
+    _prune_specs(conn)
     for table, condition in ORPHANS:
         for fts, (rows, content, columns) in FTS_COLUMNS.items():
             if full_text and rows == table:
@@ -401,6 +467,18 @@ def prune_orphans(conn, full_text):
                     f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content} WHERE {condition}"
                 )
         conn.execute(f"DELETE FROM {table} WHERE {condition}")
+
+
+def _prune_specs(conn):
+    """Specs that no page lists and no spec depends on, and their edges; again while that leaves more such
+    specs (dependencies that only they had)."""
+    while True:
+        conn.execute(f"CREATE TEMP TABLE unused AS {_UNUSED_SPECS}")
+        edges = conn.execute("DELETE FROM spec_dependencies WHERE spec_id IN (SELECT id FROM unused)").rowcount
+        conn.execute("DELETE FROM specs WHERE id IN (SELECT id FROM unused)")
+        conn.execute("DROP TABLE temp.unused")
+        if not edges:
+            return
 
 
 def index_new_rows(conn, first_ids):

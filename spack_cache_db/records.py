@@ -62,6 +62,7 @@ class Node(NamedTuple):
     hash: str
     package: str
     built: Built
+    external: bool
     dependencies: tuple  # of Edge
 
 
@@ -79,6 +80,7 @@ class Document:
     key_order: list | None  # otherwise: the specs' keys in the order they first appear, for export
     extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept
     warnings: list = field(default_factory=list)  # (field, message): the input disagrees with itself
+    binary_field: str = "spec_details[{position}].hash"  # where the input names a binary, for messages
 
 
 @dataclass

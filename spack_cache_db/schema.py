@@ -6,7 +6,7 @@ import hashlib
 
 import sqlite_utils
 
-SCHEMA_VERSION = 2  # 2: listings and configurations keep only keys; counts for the plugin
+SCHEMA_VERSION = 3  # 3: build-cache indexes, dependencies between specs
 
 TABLES = """
 CREATE TABLE tags (
@@ -103,8 +103,21 @@ CREATE TABLE specs (
     id INTEGER PRIMARY KEY,
     hash TEXT NOT NULL CHECK (length(hash) = 32),
     configuration_id INTEGER NOT NULL REFERENCES configurations(id),
-    size INTEGER
+    size INTEGER,
+    external INTEGER NOT NULL CHECK (external IN (0, 1))
 );
+CREATE TABLE dependency_kinds (
+    id INTEGER PRIMARY KEY,
+    deptypes TEXT NOT NULL,
+    virtuals TEXT NOT NULL,
+    UNIQUE (deptypes, virtuals)
+);
+CREATE TABLE spec_dependencies (
+    spec_id INTEGER NOT NULL REFERENCES specs(id),
+    dependency_id INTEGER NOT NULL REFERENCES specs(id),
+    kind_id INTEGER NOT NULL REFERENCES dependency_kinds(id),
+    PRIMARY KEY (spec_id, dependency_id)
+) WITHOUT ROWID;
 CREATE TABLE listings (
     id INTEGER PRIMARY KEY,
     configuration_id INTEGER NOT NULL REFERENCES configurations(id),
@@ -118,11 +131,24 @@ CREATE TABLE sources (
     digest TEXT NOT NULL,
     outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page'))
 ) WITHOUT ROWID;
+CREATE TABLE indexes (
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    stack_id INTEGER NOT NULL REFERENCES stacks(id),
+    url TEXT NOT NULL,
+    mirror_url TEXT NOT NULL,
+    layout TEXT NOT NULL CHECK (layout IN ('v2', 'v3', 'file')),
+    database_version TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    etag TEXT,
+    last_modified TEXT,
+    records INTEGER NOT NULL,
+    PRIMARY KEY (tag_id, stack_id)
+) WITHOUT ROWID;
 CREATE TABLE pages (
     id INTEGER PRIMARY KEY,
     tag_id INTEGER NOT NULL REFERENCES tags(id),
     package_id INTEGER NOT NULL REFERENCES packages(id),
-    path TEXT NOT NULL UNIQUE REFERENCES sources(path),
+    path TEXT NOT NULL,
     digest TEXT NOT NULL,
     num_specs INTEGER NOT NULL,
     meta TEXT NOT NULL,
@@ -200,6 +226,8 @@ CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
+CREATE INDEX pages_by_path ON pages(path);
+CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id);
 CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
 CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
@@ -300,7 +328,10 @@ SELECT
     packages.name AS package,
     specs.hash AS hash,
     stacks.name AS stack,
-    tags.mirror_url || '/' || stacks.name AS mirror_url
+    coalesce(
+        indexes.mirror_url,
+        CASE WHEN stacks.name = 'root' THEN tags.mirror_url ELSE tags.mirror_url || '/' || stacks.name END
+    ) AS mirror_url
 FROM page_specs
 JOIN pages ON pages.id = page_specs.page_id
 JOIN tags ON tags.id = pages.tag_id
@@ -308,7 +339,31 @@ JOIN packages ON packages.id = pages.package_id
 JOIN specs ON specs.id = page_specs.spec_id
 JOIN listings ON listings.id = page_specs.listing_id
 JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
-JOIN stacks ON stacks.id = stack_set_members.stack_id;
+JOIN stacks ON stacks.id = stack_set_members.stack_id
+LEFT JOIN indexes ON indexes.tag_id = tags.id AND indexes.stack_id = stacks.id;
+
+-- One row per dependency edge, from Spack's build-cache indexes (pages do not have them).
+CREATE VIEW dependencies AS
+SELECT
+    specs.hash AS hash,
+    packages.name AS package,
+    versions.version AS version,
+    dependency.hash AS dependency_hash,
+    dependency_packages.name AS dependency,
+    dependency_versions.version AS dependency_version,
+    dependency_kinds.deptypes AS deptypes,
+    dependency_kinds.virtuals AS virtuals,
+    dependency.external AS external
+FROM spec_dependencies
+JOIN specs ON specs.id = spec_dependencies.spec_id
+JOIN configurations ON configurations.id = specs.configuration_id
+JOIN versions ON versions.id = configurations.version_id
+JOIN packages ON packages.id = versions.package_id
+JOIN specs AS dependency ON dependency.id = spec_dependencies.dependency_id
+JOIN configurations AS dependency_configurations ON dependency_configurations.id = dependency.configuration_id
+JOIN versions AS dependency_versions ON dependency_versions.id = dependency_configurations.version_id
+JOIN packages AS dependency_packages ON dependency_packages.id = dependency_versions.package_id
+JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id;
 """
 
 
@@ -357,6 +412,7 @@ _CUBES = [
 ]
 _VIEW_COUNTS = {
     "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
+    "dependencies": "SELECT count(*) FROM spec_dependencies",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
 

@@ -255,7 +255,7 @@ def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypat
     monkeypatch.setitem(
         load.STATEMENTS,
         "specs",
-        "INSERT INTO specs (id, hash, configuration_id, size) VALUES (?, substr(?, 1, 5), ?, ?)",
+        "INSERT INTO specs (id, hash, configuration_id, size, external) VALUES (?, substr(?, 1, 5), ?, ?, ?)",
     )
     db = tmp_path / "cache.db"
     with pytest.raises(BuildError, match=r"could not write the new database beside it \(CHECK constraint failed"):
@@ -321,7 +321,7 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     assert counts(db) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
     row_counts = dict(conn.execute("SELECT name, count FROM row_counts"))
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    tables += ["binaries", "binary_stacks"]  # the views a table page of Datasette counts in seconds
+    tables += ["binaries", "binary_stacks", "dependencies"]  # views a table page of Datasette counts
     assert row_counts == {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables}
     assert json.loads(info["inputs"]) == [SEEDS]
     assert not list(tmp_path.glob(".cache.db.tmp-*"))

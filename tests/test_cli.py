@@ -103,7 +103,7 @@ def test_export_and_check(tmp_path):
     ).read_bytes()
     result = run("check", db)
     assert result.exit_code == 0
-    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 2"]
+    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 3"]
 
 
 def test_check_fails_on_a_broken_database(tmp_path):

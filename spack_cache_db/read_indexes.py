@@ -1,0 +1,538 @@
+"""The build-cache index reader: find a tag's indexes (cache_spack_io_index.json, a mirror of either layout,
+or an index URL), learn their content addresses cheaply, download and verify them, and turn their records
+into Documents (a tag's binaries of one package), Nodes (specs held only as dependencies) and edges.
+
+Which records are binaries, their stacks, compilers and variants follow the rules cache.spack.io's
+generator used to write its pages from these indexes (see the README's "Build-cache indexes")."""
+
+import hashlib
+import json
+import re
+import urllib.parse
+import zlib
+from dataclasses import dataclass
+
+import msgspec
+
+from . import fetch
+from .normalise import HASH, derived_meta, parse_compiler, parse_variant
+from .records import Binary, Built, Document, Edge, InputError, Node
+
+LISTING_NAME = "cache_spack_io_index.json"
+ROOT = "root"  # the label of a tag's own mirror, the union of its stacks
+DATABASE_VERSIONS = ("6", "7", "8", "9")
+COMPILER_FLAGS = frozenset(("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"))
+COMPILER_LANGUAGES = ("c", "cxx", "fortran")  # the virtual whose provider is a node's compiler, in this order
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_BLOB = re.compile(
+    r"^(?P<mirror>.*)/blobs/(?P<algorithm>[a-z0-9]+)/(?P<prefix>[0-9a-f]{2})/(?P<checksum>[0-9a-f]{64})$"
+)
+_V2_INDEX = "build_cache/index.json"
+_V3_MANIFEST = "v3/manifests/index/index.manifest.json"
+_TEXT = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")  # a name, version or arch part: printable, no spaces
+
+
+# --- Where a tag's indexes are --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexSource:
+    tag: str
+    label: str  # ROOT, or the stack
+    location: str  # a mirror, a v2 index.json or an index blob: a URL or a local path
+
+
+def is_listing(location):
+    return urllib.parse.urlsplit(str(location)).path.rstrip("/").endswith("/" + LISTING_NAME) or str(location).endswith(
+        LISTING_NAME
+    )
+
+
+def listing_sources(location, data):
+    """The IndexSources a cache_spack_io_index.json lists: {tag: [{label, url}, ...]}, URLs resolved against
+    location."""
+    try:
+        listing = json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise InputError(location, "file", f"expected JSON ({_one_line(error)})") from error
+    if not isinstance(listing, dict):
+        raise InputError(location, "file", "expected a JSON object of tags, each a list of {label, url}")
+    sources = []
+    for tag, entries in listing.items():
+        _check_tag(location, tag, tag)
+        if not isinstance(entries, list):
+            raise InputError(location, tag, "expected a list of {label, url}")
+        for number, entry in enumerate(entries):
+            where = f"{tag}[{number}]"
+            if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("label", "url")):
+                raise InputError(location, where, "expected {label, url} with text values")
+            _check_tag(location, f"{where}.label", entry["label"])
+            sources.append(IndexSource(tag, entry["label"], fetch.join(location, entry["url"])))
+    return sources
+
+
+def mirror_source(argument):
+    """The IndexSource of TAG=LOCATION (a mirror or an index, listed under TAG), or of a bare LOCATION, whose
+    tag is the last part of its mirror's path."""
+    tag, _, location = argument.partition("=") if _names_a_tag(argument) else ("", "", argument)
+    if not tag:
+        tag = mirror_url(location).rstrip("/").rsplit("/", 1)[-1]
+        if not _TAG.fullmatch(tag):
+            raise InputError(argument, "tag", "expected TAG=LOCATION: no tag can be taken from this location")
+    _check_tag(argument, "tag", tag)
+    return IndexSource(tag, ROOT, location)
+
+
+def _names_a_tag(argument):
+    before, equals, _ = argument.partition("=")
+    return bool(equals) and bool(_TAG.fullmatch(before)) and "/" not in before
+
+
+def _check_tag(location, field, name):
+    if not isinstance(name, str) or not _TAG.fullmatch(name):
+        raise InputError(location, field, f"expected a name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}")
+
+
+def mirror_url(location):
+    """The mirror an index belongs to: what `spack mirror add` takes."""
+    location = fetch.readable_url(location).rstrip("/")
+    blob = _BLOB.match(location)
+    if blob:
+        return blob["mirror"]
+    for suffix in ("/" + _V2_INDEX, "/" + _V3_MANIFEST):
+        if location.endswith(suffix):
+            return location[: -len(suffix)]
+    return location
+
+
+# --- Its layout and content address ---------------------------------------------------------------------------
+
+
+@dataclass
+class Resolved:
+    """An index located: where its bytes are and what they must hash to, found without downloading it."""
+
+    source: IndexSource
+    index_url: str
+    mirror_url: str
+    layout: str  # v2, v3, or file (an index JSON with no companion hash)
+    checksum: str | None  # sha256 of the bytes as stored; None: known only once downloaded
+    compression: str = "none"
+    content_length: int | None = None
+
+
+def resolve(source):
+    """Where source's index is and its sha256, reading at most a manifest or a hash file."""
+    location = fetch.readable_url(source.location).rstrip("/")
+    blob = _BLOB.match(location)
+    if blob:
+        if blob["algorithm"] != "sha256":
+            raise InputError(location, "checksum", f"expected a sha256 blob, found {blob['algorithm']}")
+        return Resolved(source, location, blob["mirror"], "v3", blob["checksum"])
+    if location.endswith("/" + _V2_INDEX) or location == _V2_INDEX:
+        return _resolve_v2(source, location, mirror_url(location))
+    if location.endswith(".json"):
+        return Resolved(source, location, mirror_url(location), "file", None)
+    if fetch.exists(fetch.child(location, "v3/layout.json")):
+        return _resolve_v3(source, location)
+    if fetch.exists(fetch.child(location, _V2_INDEX)):
+        return _resolve_v2(source, fetch.child(location, _V2_INDEX), location)
+    raise InputError(
+        location, "layout", "expected a build-cache mirror (v3/layout.json or build_cache/index.json) or an index file"
+    )
+
+
+def _resolve_v2(source, index_url, mirror):
+    hash_url = index_url + ".hash"
+    checksum = None
+    if fetch.exists(hash_url):
+        text = fetch.fetch(hash_url, max_bytes=1024).data.decode("ascii", "replace").strip()
+        if not re.fullmatch(r"[0-9a-f]{64}", text):
+            raise InputError(hash_url, "hash", f"expected the sha256 of index.json in hex, found {text[:80]!r}")
+        checksum = text
+    return Resolved(source, index_url, mirror, "v2", checksum)
+
+
+class _Blob(msgspec.Struct):
+    contentLength: int  # noqa: N815 (the manifest's own names)
+    mediaType: str  # noqa: N815
+    compression: str
+    checksumAlgorithm: str  # noqa: N815
+    checksum: str
+
+
+class _Manifest(msgspec.Struct):
+    version: int
+    data: list[_Blob]
+
+
+def _resolve_v3(source, mirror):
+    manifest_url = fetch.child(mirror, _V3_MANIFEST)
+    manifest = _decode(manifest_url, fetch.fetch(manifest_url, max_bytes=1024**2).data, _Manifest)
+    if manifest.version != 3:
+        raise InputError(manifest_url, "version", f"expected 3, found {manifest.version}")
+    blob = _newest_database_blob(manifest_url, manifest)
+    if blob.checksumAlgorithm != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", blob.checksum):
+        raise InputError(manifest_url, "data.checksum", "expected a sha256 checksum in hex")
+    if blob.compression not in ("none", "gzip"):
+        raise InputError(manifest_url, "data.compression", f"expected none or gzip, found {blob.compression!r}")
+    url = fetch.child(mirror, f"blobs/sha256/{blob.checksum[:2]}/{blob.checksum}")
+    return Resolved(source, url, mirror, "v3", blob.checksum, blob.compression, blob.contentLength)
+
+
+def _newest_database_blob(manifest_url, manifest):
+    """The manifest's index in the newest Database version we read (a manifest may list several)."""
+    found = {}
+    for blob in manifest.data:
+        match = re.fullmatch(r"application/vnd\.spack\.db\.v(\d+)\+json", blob.mediaType)
+        if match and match[1] in DATABASE_VERSIONS:
+            found[int(match[1])] = blob
+    if not found:
+        raise InputError(
+            manifest_url, "data.mediaType", f"expected an index of Database version {', '.join(DATABASE_VERSIONS)}"
+        )
+    return found[max(found)]
+
+
+# --- Downloading and decoding -----------------------------------------------------------------------------------
+
+
+def download(resolved, *, validators=None, progress=None):
+    """The index's JSON bytes, verified against its checksum and decompressed; Fetched.data is None when the
+    validators say it has not changed."""
+    fetched = fetch.fetch(resolved.index_url, validators=validators, progress=progress)
+    if fetched.data is None:
+        return fetched
+    data = fetched.data
+    if resolved.content_length is not None and len(data) != resolved.content_length:
+        raise InputError(
+            resolved.index_url, "contentLength", f"expected {resolved.content_length:,} bytes, found {len(data):,}"
+        )
+    digest = hashlib.sha256(data).hexdigest()
+    if resolved.checksum is not None and digest != resolved.checksum:
+        raise InputError(resolved.index_url, "checksum", f"expected sha256 {resolved.checksum}, found {digest}")
+    resolved.checksum = digest
+    if resolved.compression == "gzip":
+        data = _gunzip(resolved.index_url, data)
+    fetched.data = data
+    return fetched
+
+
+def _gunzip(location, data):
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        result = decompressor.decompress(data, fetch.MAX_BYTES + 1)
+    except zlib.error as error:
+        raise InputError(location, "compression", f"expected gzip data ({error})") from error
+    if len(result) > fetch.MAX_BYTES:
+        raise InputError(location, "compression", f"expected at most {fetch.MAX_BYTES:,} bytes once decompressed")
+    if not decompressor.eof:
+        raise InputError(location, "compression", "expected complete gzip data (it is truncated)")
+    return result
+
+
+# Only the fields we use are decoded: a busy tag's root index is about 100 MB of JSON.
+class _Target(msgspec.Struct):
+    name: str
+
+
+class _Arch(msgspec.Struct):
+    platform: str
+    platform_os: str
+    target: str | _Target
+
+
+class _Compiler(msgspec.Struct):
+    name: str
+    version: str
+
+
+class _Annotations(msgspec.Struct):
+    original_specfile_version: int = 5
+    compiler: str | None = None
+
+
+class _EdgeParameters(msgspec.Struct):
+    deptypes: list[str] = []
+    virtuals: list[str] = []
+
+
+class _Dependency(msgspec.Struct):
+    hash: str
+    name: str = ""
+    parameters: _EdgeParameters | None = None  # DB 7+
+    type: list[str] = []  # DB 6
+
+
+class _OldDependency(msgspec.Struct):  # spec format 1: {name: {hash, type}}
+    hash: str
+    type: list[str] = []
+
+
+class _Node(msgspec.Struct):
+    name: str
+    version: str
+    arch: _Arch
+    parameters: dict[str, bool | str | list[str]] = {}
+    dependencies: list[_Dependency] | dict[str, _OldDependency] = []
+    compiler: _Compiler | None = None
+    annotations: _Annotations | None = None
+    external: msgspec.Raw = msgspec.Raw(b"")  # only whether it is there: b"" or b"null" when it is not
+
+
+class _Record(msgspec.Struct):
+    spec: _Node
+    in_buildcache: bool = False
+
+
+class _Database(msgspec.Struct):
+    version: str
+    installs: dict[str, _Record]
+
+
+class _Index(msgspec.Struct):
+    database: _Database
+
+
+@dataclass
+class ParsedIndex:
+    label: str
+    location: str
+    checksum: str  # sha256 of the index as stored
+    version: str
+    records: dict  # hash -> _Record
+
+
+def parse_index(location, label, checksum, data):
+    """An index's records, checked: Database version 6 to 9, hashes, and an edge's hash has a record."""
+    database = _decode(location, data, _Index).database
+    if database.version not in DATABASE_VERSIONS:
+        raise InputError(
+            location, "database.version", f"expected one of {', '.join(DATABASE_VERSIONS)}, found {database.version!r}"
+        )
+    for spec_hash, record in database.installs.items():
+        where = f"database.installs.{spec_hash}"
+        if not HASH.fullmatch(spec_hash):
+            raise InputError(location, where, "expected a key of 32 characters of Spack's base32 alphabet (a-z, 2-7)")
+        for number, dependency in enumerate(_dependencies(record.spec)):
+            if dependency.hash not in database.installs:
+                raise InputError(
+                    location, f"{where}.spec.dependencies[{number}].hash", "expected a record for it in the index"
+                )
+    return ParsedIndex(label, location, checksum, database.version, database.installs)
+
+
+class _RawDatabase(msgspec.Struct):
+    installs: dict[str, msgspec.Raw]
+
+
+class _RawIndex(msgspec.Struct):
+    database: _RawDatabase
+
+
+def _decode(location, data, shape):
+    try:
+        return msgspec.json.decode(data, type=shape)
+    except msgspec.ValidationError as error:
+        if shape is _Index and "installs[...]" in str(error):
+            _name_the_record(location, data)
+        raise _validation_error(location, error, "") from error
+    except msgspec.DecodeError as error:
+        raise InputError(location, "file", f"expected JSON ({_one_line(error)})") from error
+
+
+def _name_the_record(location, data):
+    """msgspec does not say which key of installs failed: decode the records one by one to name it."""
+    for spec_hash, raw in msgspec.json.decode(data, type=_RawIndex).database.installs.items():
+        try:
+            msgspec.json.decode(raw, type=_Record)
+        except msgspec.ValidationError as error:
+            raise _validation_error(location, error, f"database.installs.{spec_hash}") from error
+
+
+def _validation_error(location, error, prefix):
+    message, _, path = str(error).partition(" - at `$")
+    field = path.rstrip("`").lstrip(".").replace("['", ".").replace("']", "")
+    field = ".".join(part for part in (prefix, field) if part) or "file"
+    return InputError(location, field, _expected(message))
+
+
+def _expected(message):
+    """msgspec's 'Expected `str`, got `int`' in our words."""
+    words = {"str": "text", "int": "a whole number", "bool": "true or false", "array": "a list", "object": "an object"}
+    match = re.fullmatch(r"Expected `(.+?)`, got `(.+?)`", message)
+    if match:
+        wanted = " or ".join(words.get(kind, kind) for kind in match[1].split(" | "))
+        return f"expected {wanted}, found {words.get(match[2], match[2])}"
+    return _one_line(message).replace("Object missing required field", "expected the field")
+
+
+def _one_line(error):
+    return " ".join(str(error).split())
+
+
+# --- Records as Documents, Nodes and edges -------------------------------------------------------------------
+
+
+@dataclass
+class TagRecords:
+    tag: str
+    documents: list  # Document per package, binaries sorted by hash, packages by name
+    nodes: list  # Node: specs the tag's binaries depend on that are not binaries of the tag
+
+
+def tag_records(tag, indexes, configurations):
+    """What a tag's indexes (ParsedIndex, root first) list: binaries are records in_buildcache somewhere,
+    their stacks the labels of the indexes where they are."""
+    records, stacks, where = {}, {}, {}
+    for index in indexes:
+        for spec_hash, record in index.records.items():
+            if spec_hash not in records:
+                records[spec_hash], where[spec_hash] = (record, index.version), index.location
+            if record.in_buildcache:
+                stacks.setdefault(spec_hash, set()).add(index.label)
+    built = {}
+
+    def built_of(spec_hash):
+        if spec_hash not in built:
+            record, version = records[spec_hash]
+            built[spec_hash] = node_built(where[spec_hash], spec_hash, record.spec, version, records, configurations)
+        return built[spec_hash]
+
+    by_package = {}
+    for spec_hash in sorted(stacks):
+        record = records[spec_hash][0]
+        binary = Binary(spec_hash, built_of(spec_hash), tuple(sorted(stacks[spec_hash])), None, {}, _edges(record.spec))
+        by_package.setdefault(record.spec.name, []).append(binary)
+    nodes = [
+        Node(spec_hash, spec.name, built_of(spec_hash), bytes(spec.external) not in (b"", b"null"), _edges(spec))
+        for spec_hash in _dependencies_only(stacks, records)
+        for spec in (records[spec_hash][0].spec,)
+    ]
+    source = indexes[0].location
+    documents = [
+        Document(
+            source=source,
+            digest=_digest_of(indexes),
+            tag=tag,
+            package=package,
+            binaries=binaries,
+            meta_text=json.dumps(derived_meta(binaries), sort_keys=True),
+            sorted_keys=True,
+            key_order=None,
+            binary_field="database.installs.{hash}",
+        )
+        for package, binaries in sorted(by_package.items())
+    ]
+    return TagRecords(tag, documents, nodes)
+
+
+def _digest_of(indexes):
+    """What a tag's pages were made from: its indexes' labels and checksums."""
+    text = "\n".join(f"{index.label} {index.checksum}" for index in indexes)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _dependencies_only(binaries, records):
+    """Hashes the binaries reach through their edges that are not binaries themselves, in a stable order."""
+    found, pending = set(), [d.hash for spec_hash in binaries for d in _dependencies(records[spec_hash][0].spec)]
+    while pending:
+        spec_hash = pending.pop()
+        if spec_hash in binaries or spec_hash in found:
+            continue
+        found.add(spec_hash)
+        pending.extend(d.hash for d in _dependencies(records[spec_hash][0].spec))
+    return sorted(found)
+
+
+def _dependencies(node):
+    if isinstance(node.dependencies, dict):
+        return list(node.dependencies.values())
+    return node.dependencies
+
+
+def _edges(node):
+    """The node's dependencies as Edges; the same hash twice is one edge with both edges' types."""
+    merged = {}
+    for dependency in _dependencies(node):
+        parameters = dependency.parameters
+        deptypes = parameters.deptypes if parameters else dependency.type
+        virtuals = parameters.virtuals if parameters else []
+        before = merged.get(dependency.hash, ((), ()))
+        merged[dependency.hash] = (before[0] + tuple(deptypes), before[1] + tuple(virtuals))
+    return tuple(
+        Edge(spec_hash, tuple(sorted(set(deptypes))), tuple(sorted(set(virtuals))))
+        for spec_hash, (deptypes, virtuals) in sorted(merged.items())
+    )
+
+
+def node_built(location, spec_hash, node, database_version, records, configurations):
+    """The Built of a record: its version, compiler, arch and variants by the rules cache.spack.io used."""
+    where = f"database.installs.{spec_hash}.spec"
+    for field, value in (
+        ("name", node.name),
+        ("version", node.version),
+        ("arch.platform", node.arch.platform),
+        ("arch.platform_os", node.arch.platform_os),
+        ("arch.target", _target(node)),
+    ):
+        if not _TEXT.fullmatch(value):
+            raise InputError(location, f"{where}.{field}", f"expected text without spaces, found {value!r:.80}")
+    compiler = _compiler_text(location, where, node, records)
+    raw_variants = tuple(_variants(location, where, node, database_version))
+    key = ("index", node.version, compiler, node.arch.platform_os, node.arch.platform, _target(node), raw_variants)
+    return configurations.add(key, lambda number: _make_built(location, where, number, key))
+
+
+def _make_built(location, where, number, key):
+    _, version, compiler_text, os, platform, target, raw_variants = key
+    parsed = parse_compiler(compiler_text)
+    if parsed is None:
+        raise InputError(location, f"{where}.compiler", f"expected name@version, found {compiler_text!r:.80}")
+    variants = []
+    for raw in raw_variants:
+        variant = parse_variant(raw)
+        if variant is None:
+            raise InputError(location, f"{where}.parameters", f"expected a variant Spack can print, found {raw!r:.80}")
+        variants.append(variant)
+    return Built(number, version, *parsed, os, platform, target, tuple(variants), raw_variants)
+
+
+def _target(node):
+    target = node.arch.target
+    return target if isinstance(target, str) else target.name
+
+
+def _compiler_text(location, where, node, records):
+    if node.compiler is not None:
+        return f"{node.compiler.name}@={node.compiler.version}"
+    annotations = node.annotations
+    if annotations is not None and annotations.original_specfile_version < 5 and annotations.compiler:
+        return annotations.compiler
+    for language in COMPILER_LANGUAGES:
+        for dependency in _dependencies(node):
+            if dependency.parameters and language in dependency.parameters.virtuals:
+                provider = records[dependency.hash][0].spec
+                return f"{provider.name}@{provider.version}"
+    return "none"
+
+
+def _variants(location, where, node, database_version):
+    """The node's parameters as Spack prints its variants, in the parameters' order."""
+    for name, value in node.parameters.items():
+        if name in COMPILER_FLAGS:
+            continue
+        if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):
+            yield ("+" if value is True or str(value).lower() == "true" else "~") + name
+        elif isinstance(value, str):
+            yield f"{name}={value}"
+        elif int(database_version) >= 8:
+            values = sorted(set(value))
+            yield f"{name}:={','.join(_shown(name, values)) or '*'}"
+        else:
+            yield f"{name}={','.join(_shown(name, value))}"
+
+
+def _shown(name, values):
+    """Patches are sha256 sums: Spack prints their first 7 characters."""
+    return [value[:7] for value in values] if name == "patches" else values
