@@ -6,11 +6,12 @@ import re
 import shutil
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import astuple, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, load, microarchitectures
+from . import __version__, build_indexes, inputs, load, microarchitectures
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
@@ -42,6 +43,11 @@ class Summary:
     rejected: list = field(default_factory=list)  # InputError
     warnings: list = field(default_factory=list)  # (path, field, message)
     old_layout: int = 0
+    skipped_pages: Counter = field(default_factory=Counter)  # tag -> pages not read: another input has the tag
+    index_tags_read: list = field(default_factory=list)
+    index_tags_unchanged: int = 0
+    indexes_read: int = 0
+    index_failures: list = field(default_factory=list)  # InputError: tags or stacks skipped with --keep-going
     up_to_date: bool = False
     incremental: bool = False
     seconds: float = 0.0
@@ -56,23 +62,27 @@ class Plan:
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
     tags_digest: str
+    indexes: build_indexes.IndexPlan
+    page_tags: str  # which tags pages may give (none that indexes give; only those --tag asks for)
+    skipped: Counter  # tag -> page files not read, by their folder: the tag is read from its indexes or not asked for
 
 
-def build(paths, output, *, keep_going=False, strict=False, progress=None):
-    """Build (or bring up to date) the database at output from the pages found in paths."""
+def build(paths, output, *, keep_going=False, strict=False, tags=(), progress=None):
+    """Build (or bring up to date) the database at output from the pages, build-cache indexes and mirrors in
+    paths; with tags (shell-style patterns), only the tags that match."""
     started = time.monotonic()
     output = Path(output)
     remove_stale_temporaries(output)
-    inputs = find_inputs(paths)
+    arguments = inputs.classify(paths)
     existing = _existing_sources(output)
-    plan = _plan(inputs, existing)
+    index_plan = _plan_indexes(arguments, tags, existing, output, keep_going, progress)
+    plan = _plan(find_inputs(arguments.pages), existing, index_plan, tags)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
     summary.pages_removed = len(plan.removed)
-    if (
-        existing is not None
-        and not (plan.to_read or plan.touched or plan.removed)
-        and plan.tags_digest == existing["tags"]
-    ):
+    summary.skipped_pages.update(plan.skipped)
+    summary.index_tags_unchanged = len(index_plan.unchanged)
+    summary.index_failures = [error for _, error in index_plan.failures]
+    if existing is not None and _nothing_to_do(plan, existing):
         summary.up_to_date = True
         summary.counts = counts(output)
         summary.seconds = time.monotonic() - started
@@ -86,10 +96,11 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
         try:
             if existing is None:
                 create_schema(conn)
-            first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, progress)
+            first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, tags, progress)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
                 raise BuildError(
-                    f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none"
+                    f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
+                    " or build-cache indexes, found none"
                 )
             if strict and (summary.warnings or summary.old_layout):
                 raise BuildError(
@@ -110,6 +121,21 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
         compacted.unlink(missing_ok=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _nothing_to_do(plan, existing):
+    indexes = plan.indexes
+    return (
+        not (plan.to_read or plan.touched or plan.removed)
+        and plan.tags_digest == existing["tags"]
+        and not (indexes.to_load or indexes.removed or indexes.failures)
+    )
+
+
+def _plan_indexes(arguments, tags, existing, output, keep_going, progress):
+    sources = inputs.index_sources(arguments, tags)
+    stored = existing["indexes"] if existing else {}
+    return build_indexes.plan(sources, stored, output if existing else None, keep_going)
 
 
 def _pages_kept(conn):
@@ -168,21 +194,33 @@ def _existing_sources(output):
                     "SELECT path, size, mtime_ns, digest, outcome FROM sources"
                 )
             }
+            return {
+                "sources": sources,
+                "tags": info.get("tags_digest", ""),
+                "page_tags": info.get("page_tags", ""),
+                "indexes": build_indexes.stored_indexes(conn),
+            }
         finally:
             conn.close()
     except sqlite3.DatabaseError:
         return None
-    return {"sources": sources, "tags": info.get("tags_digest", "")}
 
 
-def _plan(inputs, existing):
-    tags = [entry for path in inputs.tags_yaml for entry in read_tags_yaml(path)]
-    tags_digest = file_digest(json.dumps(tags).encode())
+def _plan(page_inputs, existing, index_plan, tags):
+    tags_yaml = [entry for path in page_inputs.tags_yaml for entry in read_tags_yaml(path)]
+    tags_digest = file_digest(json.dumps(tags_yaml).encode())
+    page_tags = json.dumps([sorted(index_plan.tags), list(tags)])
     known = existing["sources"] if existing else {}
-    to_read, touched, unchanged = [], [], 0
-    for source in inputs.files:
+    read_skipped_again = existing is None or existing["page_tags"] != page_tags
+    to_read, touched, unchanged, skipped, seen = [], [], 0, Counter(), set()
+    for source in page_inputs.files:
+        folder_tag = source.folder_tag
+        if folder_tag is not None and (folder_tag in index_plan.tags or not inputs.wanted(folder_tag, tags)):
+            skipped[folder_tag] += 1
+            continue
+        seen.add(source.path)
         before = known.get(source.path)
-        if before is None or before[3] == "rejected":
+        if before is None or before[3] == "rejected" or (folder_tag is None and read_skipped_again):
             to_read.append(source)
             continue
         stat = _stat(source.path)
@@ -192,9 +230,8 @@ def _plan(inputs, existing):
             touched.append((source, stat))
         else:
             to_read.append(source)
-    seen = {source.path for source in inputs.files}
     removed = [path for path in known if path not in seen]
-    return Plan(to_read, touched, unchanged, removed, tags, tags_digest)
+    return Plan(to_read, touched, unchanged, removed, tags_yaml, tags_digest, index_plan, page_tags, skipped)
 
 
 def _stat(path):
@@ -204,15 +241,18 @@ def _stat(path):
         raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
 
 
-def _load(conn, path, plan, summary, keep_going, progress):
-    """Read the planned pages into the file at path (a new file, or a copy of the output) while a second
-    process writes their rows into it."""
+def _load(conn, path, plan, summary, keep_going, tags, progress):
+    """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
+    second process writes their rows into it."""
     changed_tags = set()
     if summary.incremental:
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
         if gone:
             changed_tags.update(load.delete_pages(conn, gone))
+        indexes = plan.indexes
+        gone_tags = [t.tag for t in indexes.to_load] + indexes.removed + [tag for tag, _ in indexes.failures]
+        changed_tags.update(load.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
             load.prune_orphans(conn, full_text=True)
         conn.execute("DELETE FROM tag_stacks")
@@ -225,12 +265,20 @@ def _load(conn, path, plan, summary, keep_going, progress):
         configurations = Configurations()
         if progress:
             progress.start(len(plan.to_read))
+        read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
         for source in plan.to_read:
-            specs = _load_file(loader, configurations, source, summary, keep_going)
+            specs = _load_file(loader, configurations, source, summary, keep_going, read_from_pages)
             if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
                 loader.flush()
             if progress:
                 progress.advance(1, specs)
+        if plan.indexes.to_load and progress:
+            progress.start_indexes(sum(len(t.read) for t in plan.indexes.to_load))
+        for index_tag in plan.indexes.to_load:
+            _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
+            loader.flush()
+        for tag, error in plan.indexes.failures:
+            loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
         load.load_tags_yaml(loader, plan.tags)
         loader.flush()
         writer.finish()
@@ -243,13 +291,21 @@ def _load(conn, path, plan, summary, keep_going, progress):
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
 
 
-def _load_file(loader, configurations, source, summary, keep_going):
+def _reads_from_pages(index_tags, patterns):
+    return lambda tag: tag not in index_tags and inputs.wanted(tag, patterns)
+
+
+def _load_file(loader, configurations, source, summary, keep_going, read_from_pages):
     """Read one file into the loader; returns how many specs it listed."""
     checkpoint = loader.checkpoint()
     data, page, outcome, specs = None, None, "page", 0
     try:
         data = read_bytes(source.path)
         page = read_page(source, data)
+        if not read_from_pages(page.tag):
+            summary.skipped_pages[page.tag] += 1
+            page, outcome = None, "skipped"
+            raise _Skipped
         document = page_document(page, configurations)
         loader.add_document(document)
         specs = len(document.binaries)
@@ -259,6 +315,8 @@ def _load_file(loader, configurations, source, summary, keep_going):
             loader.queue(
                 "problems", (None, document.source, field_name, message, "warning", document.tag, document.package)
             )
+    except _Skipped:
+        pass
     except NotACachePage:
         outcome = "not a page"
     except OldLayoutPage:
@@ -276,6 +334,36 @@ def _load_file(loader, configurations, source, summary, keep_going):
         digest = page.digest if page else file_digest(data)
         loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, digest, outcome))
     return specs
+
+
+class _Skipped(Exception):
+    """A page of a tag this build does not read from pages."""
+
+
+def _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress):
+    """Read one tag's indexes into the loader; a tag that cannot be read is left out with keep_going."""
+    checkpoint = loader.checkpoint()
+    try:
+        records, rows = build_indexes.read_tag(index_tag, configurations, progress)
+        tag_id = loader.tag_id(index_tag.tag)
+        loader.add_nodes(records.nodes, records.documents[0].source if records.documents else index_tag.tag)
+        for document in records.documents:
+            loader.add_document(document)
+        loader.add_dependencies([b for d in records.documents for b in d.binaries] + records.nodes)
+        for label, stored in rows:
+            loader.add_index((tag_id, loader.stack_id(label), *astuple(stored)))
+    except InputError as error:
+        if not keep_going:
+            raise
+        loader.rollback(checkpoint)
+        summary.index_failures.append(error)
+        loader.queue("problems", (None, error.path, error.field, error.expected, "error", index_tag.tag, None))
+        return
+    summary.index_tags_read.append(index_tag.tag)
+    summary.indexes_read += len(index_tag.read)
+    for error in index_tag.failures:
+        summary.index_failures.append(error)
+        loader.queue("problems", (None, error.path, error.field, error.expected, "error", index_tag.tag, None))
 
 
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):
@@ -318,6 +406,7 @@ def _write_build_info(conn, paths, plan):
         "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "inputs": json.dumps([str(p) for p in paths]),
         "tags_digest": plan.tags_digest,
+        "page_tags": plan.page_tags,
     }
     conn.execute("DELETE FROM build_info")
     conn.executemany("INSERT INTO build_info (key, value) VALUES (?, ?)", sorted(info.items()))

@@ -12,6 +12,7 @@ from click_default_group import DefaultGroup
 from . import check as check_module
 from . import describe as describe_module
 from . import export as export_module
+from . import inputs
 from .build import BuildError
 from .build import build as build_database
 from .records import InputError
@@ -32,8 +33,16 @@ def cli():
     """Normalise Spack build-cache pages (cache.spack.io) into one SQLite database."""
 
 
+def _existing_or_remote(context, parameter, paths):
+    """Paths must exist; URLs and TAG=LOCATION are read later."""
+    for path in paths:
+        if not (inputs.is_remote(path) or Path(path).exists()):
+            raise click.BadParameter(f"{path!r} does not exist (and is not a URL or TAG=LOCATION).")
+    return paths
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, callback=_existing_or_remote)
 @click.option(
     "-o", "--output", default="cache.db", show_default=True, type=click.Path(dir_okay=False), help="Database to write."
 )
@@ -41,20 +50,28 @@ def cli():
 @click.option(
     "--strict", is_flag=True, help="Fail on warnings too (meta that disagrees with spec_details, skipped pages)."
 )
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="PATTERN",
+    help="Read only tags matching this shell-style pattern (repeatable: develop, 'v2025.*').",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
-def build(paths, output, keep_going, strict, quiet):
-    """Build OUTPUT from PATHS: page files, folders, a cache.spack.io checkout or its _cache/.
+def build(paths, output, keep_going, strict, tags, quiet):
+    """Build OUTPUT from PATHS: cache pages (files, folders, a cache.spack.io checkout) and build-cache
+    indexes (a cache_spack_io_index.json file or URL, a mirror folder or URL, or TAG=LOCATION).
 
-    With no PATHS, builds from the bundled seeds/. When OUTPUT exists, only pages that changed are read
-    again. The new database replaces OUTPUT in one atomic rename: a failed or interrupted build leaves
-    the previous OUTPUT exactly as it was.
+    With no PATHS, builds from the bundled seeds. When a tag comes from pages and from an index, the index
+    wins. When OUTPUT exists, only what changed is read again. The new database replaces OUTPUT in one
+    atomic rename: a failed or interrupted build leaves the previous OUTPUT exactly as it was.
     """
     paths = paths or _default_inputs()
     signal.signal(signal.SIGTERM, _interrupt)
     show_progress = not quiet and sys.stderr.isatty()
     try:
         with _progress(show_progress) as progress:
-            summary = build_database(paths, output, keep_going=keep_going, strict=strict, progress=progress)
+            summary = build_database(paths, output, keep_going=keep_going, strict=strict, tags=tags, progress=progress)
     except (InputError, BuildError) as error:
         click.echo(f"Error: {error}", err=True)
         click.echo(f"{output} was left as it was.", err=True)
@@ -71,32 +88,50 @@ def _interrupt(signum, frame):
 
 
 class _progress:
-    """A progress bar of pages, with pages and specs per second, shown on a terminal only."""
+    """Progress bars shown on a terminal only: pages, with pages and specs per second; then indexes, with the
+    bytes downloaded and the tag being read."""
 
     def __init__(self, enabled):
         self.enabled = enabled
         self.bar = None
-        self.pages = self.specs = 0
+        self.pages = self.specs = self.bytes = 0
         self.started = time.monotonic()
 
     def __enter__(self):
         return self if self.enabled else None
 
     def start(self, total):
-        self.started = time.monotonic()
-        self.bar = click.progressbar(
-            length=total, label="Reading pages", file=sys.stderr, show_pos=True, item_show_func=self._rates
-        )
-        self.bar.__enter__()
+        self._open("Reading pages", total, self._rates)
 
     def advance(self, pages, specs):
         self.pages += pages
         self.specs += specs
         self.bar.update(pages, self.pages)
 
+    def start_indexes(self, total):
+        self._open("Reading indexes", total, self._downloads)
+
+    def downloaded(self, size):
+        self.bytes += size
+        self.bar.update(0, None)
+
+    def index_read(self, source):
+        self.bar.update(1, source)
+
+    def _open(self, label, total, show):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+        self.started = time.monotonic()
+        self.bar = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True, item_show_func=show)
+        self.bar.__enter__()
+
     def _rates(self, _):
         elapsed = max(time.monotonic() - self.started, 1e-6)
         return f"{self.specs:,} specs, {self.pages / elapsed:,.0f} pages/s, {self.specs / elapsed:,.0f} specs/s"
+
+    def _downloads(self, source):
+        read = f"{self.bytes / 1e6:,.1f} MB downloaded"
+        return f"{read}, {source.tag} {source.label}" if source else read
 
     def __exit__(self, *exc):
         if self.bar is not None:
@@ -119,6 +154,7 @@ def format_summary(summary):
         f"  packages  {counts['packages']:>9,}",
         f"  problems  {counts['problems']:>9,}  (see the problems table)",
     ]
+    lines.extend(_index_lines(summary))
     if summary.old_layout:
         lines.append(f"  warning: skipped {summary.old_layout} page(s) of the old per-package layout")
     for error in summary.rejected[:5]:
@@ -130,6 +166,26 @@ def format_summary(summary):
     if len(summary.warnings) > 5:
         lines.append(f"  ... and {len(summary.warnings) - 5} more warning(s)")
     return "\n".join(lines)
+
+
+def _index_lines(summary):
+    failed = len(summary.index_failures)
+    lines = []
+    if summary.index_tags_read or summary.index_tags_unchanged or failed:
+        lines.append(
+            f"  indexes   {summary.indexes_read:>9,}  read for {len(summary.index_tags_read)} tag(s); "
+            f"{summary.index_tags_unchanged} tag(s) unchanged, {failed} failed"
+        )
+    skipped = summary.skipped_pages
+    if skipped:
+        tags = ", ".join(sorted(skipped)[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+        lines.append(
+            f"  note: {sum(skipped.values()):,} page(s) of {tags} not read: an index gives the tag, or --tag leaves it out"
+        )
+    lines.extend(f"  failed: {error}" for error in summary.index_failures[:5])
+    if failed > 5:
+        lines.append(f"  ... and {failed - 5} more failed index(es)")
+    return lines
 
 
 @cli.command()

@@ -92,11 +92,10 @@ class Loader:
     def queue(self, table, row):
         self.pending[table].append(row)
 
-    def tag_id(self, name, mirror_url=None):
+    def tag_id(self, name):
         def add(new_id):
             tag = normalise.classify_tag(name)
-            mirror = mirror_url or tag.mirror_url
-            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, mirror))
+            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, tag.mirror_url))
 
         return self._id("tags", name, add)
 
@@ -391,7 +390,7 @@ def load_tags_yaml(loader, tags):
 
 
 def rank_versions_and_tags(conn):
-    """version_rank in Spack's order within each package; sort_order of tags as people expect."""
+    """version_rank in Spack's order within each package; sort_order of tags as people expect, and their mirrors."""
     by_package = {}
     for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
         by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
@@ -403,6 +402,33 @@ def rank_versions_and_tags(conn):
     tags = [normalise.classify_tag(name) for (name,) in conn.execute("SELECT name FROM tags")]
     tags.sort(key=normalise.tag_sort_key)
     conn.executemany("UPDATE tags SET sort_order = ? WHERE name = ?", [(n, t.name) for n, t in enumerate(tags, 1)])
+    # A tag read from its indexes is installed from its root mirror; others from binaries.spack.io.
+    conn.execute(
+        "UPDATE tags SET mirror_url = coalesce((SELECT mirror_url FROM indexes JOIN stacks ON stacks.id = stack_id"
+        " WHERE indexes.tag_id = tags.id AND stacks.name = 'root'), ? || '/' || name)",
+        (normalise.MIRROR_ROOT,),
+    )
+
+
+def delete_tags(conn, names):
+    """Remove every page of these tags, the indexes they were read from and the problems of those indexes;
+    returns the ids of the tags."""
+    tag_ids = [
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM tags WHERE name IN (SELECT value FROM json_each(?))", (json.dumps(names),)
+        )
+    ]
+    selected = "(SELECT value FROM json_each(?))"
+    ids = (json.dumps(tag_ids),)
+    conn.execute(f"DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE tag_id IN {selected})", ids)
+    conn.execute(f"DELETE FROM pages WHERE tag_id IN {selected}", ids)
+    conn.execute(f"DELETE FROM indexes WHERE tag_id IN {selected}", ids)
+    conn.execute(
+        "DELETE FROM problems WHERE tag IN (SELECT value FROM json_each(?)) AND path NOT IN (SELECT path FROM sources)",
+        (json.dumps(names),),
+    )
+    return tag_ids
 
 
 def delete_pages(conn, paths):

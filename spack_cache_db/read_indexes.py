@@ -74,7 +74,7 @@ def listing_sources(location, data):
 def mirror_source(argument):
     """The IndexSource of TAG=LOCATION (a mirror or an index, listed under TAG), or of a bare LOCATION, whose
     tag is the last part of its mirror's path."""
-    tag, _, location = argument.partition("=") if _names_a_tag(argument) else ("", "", argument)
+    tag, _, location = argument.partition("=") if names_a_tag(argument) else ("", "", argument)
     if not tag:
         tag = mirror_url(location).rstrip("/").rsplit("/", 1)[-1]
         if not _TAG.fullmatch(tag):
@@ -83,9 +83,14 @@ def mirror_source(argument):
     return IndexSource(tag, ROOT, location)
 
 
-def _names_a_tag(argument):
+def names_a_tag(argument):
+    """TAG=LOCATION (a tag cannot hold '/' or ':', so a URL with '=' in its query is not one)."""
     before, equals, _ = argument.partition("=")
-    return bool(equals) and bool(_TAG.fullmatch(before)) and "/" not in before
+    return bool(equals) and bool(_TAG.fullmatch(before))
+
+
+def is_blob(location):
+    return bool(_BLOB.match(fetch.readable_url(location).rstrip("/")))
 
 
 def _check_tag(location, field, name):
@@ -119,6 +124,7 @@ class Resolved:
     checksum: str | None  # sha256 of the bytes as stored; None: known only once downloaded
     compression: str = "none"
     content_length: int | None = None
+    fetched: fetch.Fetched | None = None  # once downloaded (or asked whether it changed)
 
 
 def resolve(source):
@@ -431,6 +437,11 @@ def _digest_of(indexes):
     """What a tag's pages were made from: its indexes' labels and checksums."""
     text = "\n".join(f"{index.label} {index.checksum}" for index in indexes)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def as_binary(record):
+    """The record as an index that has its binary lists it."""
+    return _Record(record.spec, True)
 
 
 def _dependencies_only(binaries, records):

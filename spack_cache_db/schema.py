@@ -129,7 +129,7 @@ CREATE TABLE sources (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     digest TEXT NOT NULL,
-    outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page'))
+    outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page', 'skipped'))
 ) WITHOUT ROWID;
 CREATE TABLE indexes (
     tag_id INTEGER NOT NULL REFERENCES tags(id),

@@ -63,7 +63,8 @@ def test_inputs_without_a_page_are_an_error_that_keeps_the_database(tmp_path):
     result = run("build", str(wrong), "-o", str(out))
     assert result.exit_code == 1
     assert result.output == (
-        f"Error: {wrong}: expected cache pages (such as _cache/<tag>/<package>/specs.md), found none\n"
+        f"Error: {wrong}: expected cache pages (such as _cache/<tag>/<package>/specs.md) or build-cache indexes,"
+        " found none\n"
         f"{out} was left as it was.\n"
     )
     assert out.read_bytes() == before

@@ -22,6 +22,8 @@ ROWS_WITH_NO_PARAMETERS = {
     "runs_on_host": 100,
     "search_specs": 100,
     "hash_lookup": 0,  # nothing to look up
+    "dependency_tree": 1,  # the sentence saying that dependencies come from build-cache indexes
+    "dependents": 1,  # the same sentence
     "package_versions": 14,
     "version_timeline": 14,
     "specs_per_tag": 10,

@@ -3,7 +3,7 @@
 --   Which binary a hash (or the first 4 or more characters of one, as in `spack install /abcd`)
 --   belongs to: its package and spec, the tags that have it (newest first), its stacks in the newest
 --   of those tags and the commands that install it from there. Fewer than 4 characters find
---   nothing. At most 100 hashes.
+--   nothing. At most 100 hashes. Its dependencies come from build-cache indexes (pages do not have them).
 -- params: [hash]
 WITH args AS (
     SELECT lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix
@@ -48,7 +48,27 @@ SELECT
     per_spec.stacks,
     'spack mirror add ' || per_spec.newest_tag || ' ' || per_spec.newest_mirror_url || char(10)
         || 'spack buildcache keys --install --trust' || char(10)
-        || 'spack install --use-buildcache only /' || found.hash AS install
+        || 'spack install --use-buildcache only /' || found.hash AS install,
+    -- Its direct dependencies (from build-cache indexes), and the whole tree one click away.
+    (
+        SELECT group_concat(dependency || '@' || dependency_version || ' (' || kinds, '; ')
+        FROM (
+            SELECT dependency_packages.name AS dependency, dependency_versions.version AS dependency_version,
+                replace(replace(replace(dependency_kinds.deptypes, '["', ''), '"]', ''), '", "', ', ')
+                    || CASE WHEN dependency_specs.external THEN ', external)' ELSE ')' END AS kinds
+            FROM spec_dependencies
+            JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+            JOIN specs AS dependency_specs ON dependency_specs.id = spec_dependencies.dependency_id
+            JOIN configurations AS dependency_configurations
+                ON dependency_configurations.id = dependency_specs.configuration_id
+            JOIN versions AS dependency_versions ON dependency_versions.id = dependency_configurations.version_id
+            JOIN packages AS dependency_packages ON dependency_packages.id = dependency_versions.package_id
+            WHERE spec_dependencies.spec_id = found.id
+            ORDER BY dependency_packages.name
+        )
+    ) AS dependencies,
+    CASE WHEN EXISTS (SELECT 1 FROM spec_dependencies WHERE spec_id = found.id)
+        THEN '[dependency tree](/cache/dependency_tree?hash=' || found.hash || ')' END AS links
 FROM found
 JOIN per_spec ON per_spec.spec_id = found.id AND per_spec.n = 1
 JOIN configurations ON configurations.id = found.configuration_id

@@ -1,0 +1,207 @@
+"""The index side of a build: which tags' build-cache indexes changed since the last build (by their content
+addresses, without downloading them), and reading a changed tag into the loader.
+
+A tag is the unit: its binaries and their stacks come from all its indexes together. Within a changed tag,
+an index whose content address is unchanged is not downloaded again when the indexes that are downloaded
+hold the facts of every binary it lists: its part (which binaries it has) is taken from the last build."""
+
+import sqlite3
+from dataclasses import dataclass, field
+
+from . import normalise, read_indexes
+from .read_indexes import ROOT, ParsedIndex
+from .records import InputError
+
+_IMMUTABLE = ("snapshot", "release")  # such tags never change once published
+
+
+@dataclass
+class Stored:
+    """An index as the last build recorded it (a row of the indexes table)."""
+
+    url: str
+    mirror_url: str
+    layout: str
+    database_version: str
+    checksum: str
+    etag: str | None
+    last_modified: str | None
+    records: int
+
+
+@dataclass
+class IndexTag:
+    """A tag to read from its indexes."""
+
+    tag: str
+    read: list  # Resolved, root first: downloaded this build
+    reused: dict = field(default_factory=dict)  # label -> (Resolved, Stored, {hash}): unchanged, its part known
+    failures: list = field(default_factory=list)  # InputError of stacks skipped with --keep-going
+
+
+@dataclass
+class IndexPlan:
+    tags: set = field(default_factory=set)  # every tag the index inputs give
+    to_load: list = field(default_factory=list)  # IndexTag
+    unchanged: list = field(default_factory=list)  # tag names
+    removed: list = field(default_factory=list)  # tags the last build read from indexes and no input gives now
+    failures: list = field(default_factory=list)  # (tag, InputError): tags skipped with --keep-going
+
+
+def stored_indexes(conn):
+    """{tag: {label: Stored}} from an existing database."""
+    found = {}
+    rows = conn.execute(
+        "SELECT tags.name, stacks.name, indexes.url, indexes.mirror_url, layout, database_version, checksum, etag,"
+        " last_modified, records FROM indexes JOIN tags ON tags.id = tag_id JOIN stacks ON stacks.id = stack_id"
+    )
+    for tag, label, *row in rows:
+        found.setdefault(tag, {})[label] = Stored(*row)
+    return found
+
+
+def plan(sources, stored, existing_path, keep_going):
+    """What to do with each tag the sources give, compared with what the last build stored."""
+    by_tag = {}
+    for source in sources:
+        by_tag.setdefault(source.tag, []).append(source)
+    result = IndexPlan(tags=set(by_tag), removed=sorted(set(stored) - set(by_tag)))
+    for tag, tag_sources in sorted(by_tag.items()):
+        tag_sources.sort(key=lambda s: (s.label != ROOT, s.label))
+        before = stored.get(tag, {})
+        if _immutable_and_same(tag, tag_sources, before):
+            result.unchanged.append(tag)
+            continue
+        try:
+            index_tag = _probe(tag, tag_sources, before, keep_going)
+        except InputError as error:
+            if not keep_going:
+                raise
+            result.failures.append((tag, error))
+            continue
+        if _all_same(index_tag, before):
+            result.unchanged.append(tag)
+        else:
+            _reuse_unchanged_parts(index_tag, before, existing_path)
+            result.to_load.append(index_tag)
+    return result
+
+
+def _immutable_and_same(tag, sources, before):
+    """A snapshot or a release read from the same mirrors as last time: nothing to ask the network."""
+    return (
+        normalise.classify_tag(tag).kind in _IMMUTABLE
+        and {s.label for s in sources} == set(before)
+        and all(read_indexes.mirror_url(s.location) == before[s.label].mirror_url for s in sources)
+    )
+
+
+def _probe(tag, sources, before, keep_going):
+    """Resolve every index of the tag (a manifest or a hash file each, at most); a stack that fails is
+    skipped with keep_going, the root never."""
+    index_tag = IndexTag(tag, [])
+    for source in sources:
+        try:
+            resolved = read_indexes.resolve(source)
+            if resolved.checksum is None:  # an index file with no companion hash: its bytes tell
+                stored = before.get(source.label)
+                validators = (stored.etag, stored.last_modified) if stored else None
+                resolved.fetched = read_indexes.download(resolved, validators=validators)
+                if resolved.fetched.data is None:
+                    resolved.checksum = stored.checksum
+        except InputError as error:
+            if source.label == ROOT or not keep_going:
+                raise
+            index_tag.failures.append(error)
+            continue
+        index_tag.read.append(resolved)
+    return index_tag
+
+
+def _all_same(index_tag, before):
+    return (
+        not index_tag.failures
+        and {r.source.label for r in index_tag.read} == set(before)
+        and all(r.checksum == before[r.source.label].checksum for r in index_tag.read)
+    )
+
+
+def _reuse_unchanged_parts(index_tag, before, existing_path):
+    """Stacks whose index did not change keep their part of the tag, known from the last build."""
+    unchanged = [
+        r
+        for r in index_tag.read
+        if r.source.label != ROOT
+        and r.source.label in before
+        and r.checksum == before[r.source.label].checksum
+        and r.checksum is not None
+    ]
+    if not unchanged or existing_path is None:
+        return
+    conn = sqlite3.connect(f"file:{existing_path}?mode=ro", uri=True)
+    try:
+        for resolved in unchanged:
+            label = resolved.source.label
+            members = {row[0] for row in conn.execute(_MEMBERS, (index_tag.tag, label))}
+            index_tag.reused[label] = (resolved, before[label], members)
+            index_tag.read.remove(resolved)
+    finally:
+        conn.close()
+
+
+_MEMBERS = """
+SELECT specs.hash FROM pages
+JOIN tags ON tags.id = pages.tag_id
+JOIN page_specs ON page_specs.page_id = pages.id
+JOIN specs ON specs.id = page_specs.spec_id
+JOIN listings ON listings.id = page_specs.listing_id
+JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
+JOIN stacks ON stacks.id = stack_set_members.stack_id
+WHERE tags.name = ? AND stacks.name = ?
+"""
+
+
+def read_tag(index_tag, configurations, progress=None):
+    """(TagRecords, [indexes rows without their ids: (label, Stored)]) for a tag: its changed indexes downloaded,
+    verified and parsed; its unchanged ones taken from the last build, or downloaded when what was downloaded
+    does not hold the facts of their binaries."""
+    parsed, rows = [], []
+    for resolved in index_tag.read:
+        parsed.append(_download_and_parse(resolved, progress))
+        rows.append((resolved.source.label, _stored(resolved, parsed[-1])))
+    known = {}
+    for index in parsed:
+        for spec_hash, record in index.records.items():
+            known.setdefault(spec_hash, record)
+    for label, (resolved, stored, members) in sorted(index_tag.reused.items()):
+        if members <= known.keys():
+            records = {h: read_indexes.as_binary(known[h]) for h in members}
+            parsed.append(ParsedIndex(label, stored.url, stored.checksum, stored.database_version, records))
+            rows.append((label, stored))
+        else:
+            parsed.append(_download_and_parse(resolved, progress))
+            rows.append((label, _stored(resolved, parsed[-1])))
+    return read_indexes.tag_records(index_tag.tag, parsed, configurations), rows
+
+
+def _download_and_parse(resolved, progress):
+    if resolved.fetched is None or resolved.fetched.data is None:  # not downloaded yet, or only asked about
+        resolved.fetched = read_indexes.download(resolved, progress=progress.downloaded if progress else None)
+    if progress:
+        progress.index_read(resolved.source)
+    data = resolved.fetched.data
+    return read_indexes.parse_index(resolved.index_url, resolved.source.label, resolved.checksum, data)
+
+
+def _stored(resolved, index):
+    fetched = resolved.fetched
+    return Stored(
+        resolved.index_url,
+        resolved.mirror_url,
+        resolved.layout,
+        index.version,
+        resolved.checksum,
+        fetched.etag,
+        fetched.last_modified,
+        len(index.records),
+    )

@@ -1,0 +1,87 @@
+-- title: Dependencies of a binary
+-- description: >-
+--   What `spack install /<hash>` downloads: the binary and everything it needs to link and run,
+--   transitively, each marked as in the tag's build cache or not (an external is installed outside
+--   Spack, so never). Give a hash or its first 4 or more characters; the tag defaults to the newest tag
+--   that has the binary. Dependencies come from build-cache indexes (pages do not have them).
+-- params: [hash, tag]
+WITH RECURSIVE args AS (
+    SELECT lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix, trim(coalesce(:tag, '')) AS tag
+),
+root AS (
+    SELECT specs.id FROM args CROSS JOIN specs
+    WHERE length(args.prefix) >= 4 AND specs.hash >= args.prefix AND specs.hash < args.prefix || '~'
+    ORDER BY specs.hash
+    LIMIT 1
+),
+chosen_tag AS (
+    SELECT coalesce(nullif((SELECT tag FROM args), ''), (
+        SELECT tags.name FROM root
+        JOIN page_specs ON page_specs.spec_id = root.id
+        JOIN pages ON pages.id = page_specs.page_id
+        JOIN tags ON tags.id = pages.tag_id
+        ORDER BY tags.sort_order LIMIT 1
+    )) AS name
+),
+-- Each spec once (UNION), however many paths lead to it.
+needed(spec_id) AS (
+    SELECT id FROM root
+    UNION
+    SELECT spec_dependencies.dependency_id
+    FROM needed
+    JOIN spec_dependencies ON spec_dependencies.spec_id = needed.spec_id
+    JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+    WHERE EXISTS (SELECT 1 FROM json_each(dependency_kinds.deptypes) WHERE value IN ('link', 'run'))
+),
+in_tag AS (
+    SELECT page_specs.spec_id
+    FROM chosen_tag
+    JOIN tags ON tags.name = chosen_tag.name
+    JOIN pages ON pages.tag_id = tags.id
+    JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE page_specs.spec_id IN (SELECT spec_id FROM needed)
+),
+rows AS (
+    SELECT
+        packages.name AS package,
+        versions.version,
+        specs.hash,
+        CASE
+            WHEN specs.id = (SELECT id FROM root) THEN 'the binary asked for'
+            ELSE (
+                SELECT group_concat(DISTINCT dependent_packages.name || ' ('
+                    || replace(replace(replace(kinds.deptypes, '["', ''), '"]', ''), '", "', ', ') || ')')
+                FROM spec_dependencies AS edge
+                JOIN dependency_kinds AS kinds ON kinds.id = edge.kind_id
+                JOIN specs AS dependent ON dependent.id = edge.spec_id
+                JOIN configurations AS dependent_configurations ON dependent_configurations.id = dependent.configuration_id
+                JOIN versions AS dependent_versions ON dependent_versions.id = dependent_configurations.version_id
+                JOIN packages AS dependent_packages ON dependent_packages.id = dependent_versions.package_id
+                WHERE edge.dependency_id = specs.id AND edge.spec_id IN (SELECT spec_id FROM needed)
+            )
+        END AS required_by,
+        CASE
+            WHEN specs.external THEN 'no: an external, installed outside Spack'
+            WHEN specs.id IN (SELECT spec_id FROM in_tag) THEN 'yes'
+            ELSE 'no'
+        END AS in_cache,
+        (SELECT name FROM chosen_tag) AS tag,
+        (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = specs.configuration_id) AS spec,
+        specs.id = (SELECT id FROM root) AS is_root
+    FROM needed
+    JOIN specs ON specs.id = needed.spec_id
+    JOIN configurations ON configurations.id = specs.configuration_id
+    JOIN versions ON versions.id = configurations.version_id
+    JOIN packages ON packages.id = versions.package_id
+)
+SELECT package, version, hash, required_by, in_cache, tag, spec
+FROM (
+    SELECT *, 1 AS found FROM rows
+    UNION ALL
+    SELECT NULL, NULL, NULL,
+        'This database has no dependencies: they come from build-cache indexes (build from a'
+        || ' cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them.',
+        NULL, NULL, NULL, 0, 0
+    WHERE NOT EXISTS (SELECT 1 FROM spec_dependencies)
+)
+ORDER BY found, is_root DESC, package, version, hash
