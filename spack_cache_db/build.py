@@ -344,7 +344,7 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
     """Read one tag's indexes into the loader; a tag that cannot be read is left out with keep_going."""
     checkpoint = loader.checkpoint()
     try:
-        records, rows = build_indexes.read_tag(index_tag, configurations, progress)
+        records, rows = build_indexes.read_tag(index_tag, configurations, keep_going, progress)
         tag_id = loader.tag_id(index_tag.tag)
         loader.add_nodes(records.nodes, records.documents[0].source if records.documents else index_tag.tag)
         for document in records.documents:

@@ -161,13 +161,19 @@ WHERE tags.name = ? AND stacks.name = ?
 """
 
 
-def read_tag(index_tag, configurations, progress=None):
+def read_tag(index_tag, configurations, keep_going, progress=None):
     """(TagRecords, [indexes rows without their ids: (label, Stored)]) for a tag: its changed indexes downloaded,
     verified and parsed; its unchanged ones taken from the last build, or downloaded when what was downloaded
-    does not hold the facts of their binaries."""
+    does not hold the facts of their binaries. A stack that fails is skipped with keep_going, the root never."""
     parsed, rows = [], []
     for resolved in index_tag.read:
-        parsed.append(_download_and_parse(resolved, progress))
+        try:
+            parsed.append(_download_and_parse(resolved, progress))
+        except InputError as error:
+            if resolved.source.label == ROOT or not keep_going:
+                raise
+            index_tag.failures.append(error)
+            continue
         rows.append((resolved.source.label, _stored(resolved, parsed[-1])))
     known = {}
     for index in parsed:

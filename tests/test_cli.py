@@ -4,7 +4,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from pagemaker import spec, write_page
-from paths import ROOT, SEEDS, SITE
+from paths import SEEDS, SITE
+from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
 
@@ -125,31 +126,6 @@ def test_check_fails_on_something_else(tmp_path):
     result = run("check", str(other))
     assert result.exit_code == 1
     assert result.output.startswith(f"FAIL {other}")
-
-
-def run_in_terminal(*args):
-    """Run the builder with stderr on a pseudo-terminal, as a person at a terminal would: (stdout, stderr)."""
-    import pty
-    import subprocess
-    import sys
-
-    main, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "build_db.py"), *args], stdout=subprocess.PIPE, stderr=secondary
-    )
-    os.close(secondary)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    stdout = process.communicate()[0]
-    os.close(main)
-    return stdout.decode(), seen.decode()
 
 
 def test_a_terminal_shows_a_progress_bar_with_rates(tmp_path):
