@@ -16,6 +16,7 @@ from terminal import run_in_terminal
 from spack_cache_db import fetch
 from spack_cache_db.build import build
 from spack_cache_db.cli import cli
+from spack_cache_db.export import export
 from spack_cache_db.records import InputError
 
 LIBDWARF_M1, LIBELF_M1 = "u5uz3dcch5if4eve4sef67o2rf2lbfgh", "jr3yipyxyjulcdvckwwwjrrumis7glpa"
@@ -654,3 +655,16 @@ def test_a_terminal_shows_the_bytes_downloaded_and_the_tag_being_read(tmp_path, 
     assert "  indexes           4  read for 2 tag(s); 0 tag(s) unchanged, 0 failed" in stdout.splitlines()
     quiet_out, quiet_terminal = run_in_terminal("build", str(stacked), "-o", str(tmp_path / "d.db"), "--quiet")
     assert (quiet_out, quiet_terminal) == ("", "")
+
+
+def test_pages_written_from_indexes_build_the_same_binaries(tmp_path, stacked):
+    """cache.spack.io wrote its pages from these indexes; export writes them the same way (sorted keys, meta
+    derived from the specs). Built again from those pages, every binaries row is the same but for install,
+    which names the mirror a binary comes from."""
+    from_indexes, from_pages = tmp_path / "indexes.db", tmp_path / "pages.db"
+    build([str(stacked)], from_indexes)
+    export(from_indexes, tmp_path / "site")
+    build([str(tmp_path / "site")], from_pages)
+    every_column_but_install = f"SELECT {BINARY_COLUMNS}, version_rank, size, tag_order FROM binaries ORDER BY 1, 2, 4"
+    assert rows(from_pages, every_column_but_install) == rows(from_indexes, every_column_but_install)
+    assert len(rows(from_pages, every_column_but_install)) == 8
