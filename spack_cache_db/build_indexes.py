@@ -5,6 +5,7 @@ A tag is the unit: its binaries and their stacks come from all its indexes toget
 an index whose content address is unchanged is not downloaded again when the indexes that are downloaded
 hold the facts of every binary it lists: its part (which binaries it has) is taken from the last build."""
 
+import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -163,40 +164,49 @@ WHERE tags.name = ? AND stacks.name = ?
 
 def read_tag(index_tag, configurations, keep_going, progress=None):
     """(TagRecords, [indexes rows without their ids: (label, Stored)]) for a tag: its changed indexes downloaded,
-    verified and parsed; its unchanged ones taken from the last build, or downloaded when what was downloaded
-    does not hold the facts of their binaries. A stack that fails is skipped with keep_going, the root never."""
-    parsed, rows = [], []
-    for resolved in index_tag.read:
+    verified and parsed; its unchanged ones taken from the last build, or downloaded when what was read does
+    not hold the facts of their binaries. A stack that fails is skipped with keep_going, the root never."""
+    indexes, rows, known = [], [], {}
+    for resolved in index_tag.read:  # root first: it has the facts of (nearly) every binary of the tag
         try:
-            parsed.append(_download_and_parse(resolved, progress))
+            index = _read_index(resolved, known, progress)
         except InputError as error:
             if resolved.source.label == ROOT or not keep_going:
                 raise
             index_tag.failures.append(error)
             continue
-        rows.append((resolved.source.label, _stored(resolved, parsed[-1])))
-    known = {}
-    for index in parsed:
+        indexes.append(index)
+        rows.append((resolved.source.label, _stored(resolved, index)))
         for spec_hash, record in index.records.items():
             known.setdefault(spec_hash, record)
     for label, (resolved, stored, members) in sorted(index_tag.reused.items()):
         if members <= known.keys():
             records = {h: read_indexes.as_binary(known[h]) for h in members}
-            parsed.append(ParsedIndex(label, stored.url, stored.checksum, stored.database_version, records))
+            indexes.append(
+                ParsedIndex(label, stored.url, stored.checksum, stored.database_version, records, stored.records)
+            )
             rows.append((label, stored))
         else:
-            parsed.append(_download_and_parse(resolved, progress))
-            rows.append((label, _stored(resolved, parsed[-1])))
-    return read_indexes.tag_records(index_tag.tag, parsed, configurations), rows
+            indexes.append(_read_index(resolved, known, progress))
+            rows.append((label, _stored(resolved, indexes[-1])))
+    return read_indexes.tag_records(index_tag.tag, indexes, configurations), rows
 
 
-def _download_and_parse(resolved, progress):
+def _read_index(resolved, known, progress):
+    """A downloaded index parsed; a stack's index whose binaries the indexes read before have the facts of is
+    only listed (which binaries it has)."""
     if resolved.fetched is None or resolved.fetched.data is None:  # not downloaded yet, or only asked about
         resolved.fetched = read_indexes.download(resolved, progress=progress.downloaded if progress else None)
     if progress:
         progress.index_read(resolved.source)
-    data = resolved.fetched.data
-    return read_indexes.parse_index(resolved.index_url, resolved.source.label, resolved.checksum, data)
+    data, label, url = resolved.fetched.data, resolved.source.label, resolved.index_url
+    resolved.fetched = dataclasses.replace(resolved.fetched, data=None)  # the bytes are not kept past this
+    if label != ROOT and known:
+        version, binaries, size = read_indexes.listed_binaries(url, data)
+        if binaries <= known.keys():
+            records = {h: read_indexes.as_binary(known[h]) for h in binaries}
+            return ParsedIndex(label, url, resolved.checksum, version, records, size)
+    return read_indexes.parse_index(url, label, resolved.checksum, data)
 
 
 def _stored(resolved, index):
@@ -209,5 +219,5 @@ def _stored(resolved, index):
         resolved.checksum,
         fetched.etag,
         fetched.last_modified,
-        len(index.records),
+        index.size,
     )

@@ -306,26 +306,55 @@ class ParsedIndex:
     location: str
     checksum: str  # sha256 of the index as stored
     version: str
-    records: dict  # hash -> _Record
+    records: dict  # hash -> _Record: every record, or (listed_binaries) only its binaries
+    size: int  # records in the index
 
 
 def parse_index(location, label, checksum, data):
     """An index's records, checked: Database version 6 to 9, hashes, and an edge's hash has a record."""
     database = _decode(location, data, _Index).database
-    if database.version not in DATABASE_VERSIONS:
-        raise InputError(
-            location, "database.version", f"expected one of {', '.join(DATABASE_VERSIONS)}, found {database.version!r}"
-        )
+    _check_version_and_hashes(location, database)
     for spec_hash, record in database.installs.items():
         where = f"database.installs.{spec_hash}"
-        if not HASH.fullmatch(spec_hash):
-            raise InputError(location, where, "expected a key of 32 characters of Spack's base32 alphabet (a-z, 2-7)")
         for number, dependency in enumerate(_dependencies(record.spec)):
             if dependency.hash not in database.installs:
                 raise InputError(
                     location, f"{where}.spec.dependencies[{number}].hash", "expected a record for it in the index"
                 )
-    return ParsedIndex(label, location, checksum, database.version, database.installs)
+    return ParsedIndex(label, location, checksum, database.version, database.installs, len(database.installs))
+
+
+class _Listed(msgspec.Struct):
+    in_buildcache: bool = False
+
+
+class _ListedDatabase(msgspec.Struct):
+    version: str
+    installs: dict[str, _Listed]
+
+
+class _ListedIndex(msgspec.Struct):
+    database: _ListedDatabase
+
+
+def listed_binaries(location, data):
+    """(Database version, the hashes an index has binaries of, its number of records): what a stack's index
+    adds to a tag whose root index has the facts already, decoded at a fraction of the memory."""
+    database = _decode(location, data, _ListedIndex).database
+    _check_version_and_hashes(location, database)
+    binaries = {spec_hash for spec_hash, record in database.installs.items() if record.in_buildcache}
+    return database.version, binaries, len(database.installs)
+
+
+def _check_version_and_hashes(location, database):
+    if database.version not in DATABASE_VERSIONS:
+        raise InputError(
+            location, "database.version", f"expected one of {', '.join(DATABASE_VERSIONS)}, found {database.version!r}"
+        )
+    for spec_hash in database.installs:
+        if not HASH.fullmatch(spec_hash):
+            where = f"database.installs.{spec_hash[:80]}"
+            raise InputError(location, where, "expected a key of 32 characters of Spack's base32 alphabet (a-z, 2-7)")
 
 
 class _RawDatabase(msgspec.Struct):

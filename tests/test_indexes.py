@@ -668,3 +668,17 @@ def test_pages_written_from_indexes_build_the_same_binaries(tmp_path, stacked):
     every_column_but_install = f"SELECT {BINARY_COLUMNS}, version_rank, size, tag_order FROM binaries ORDER BY 1, 2, 4"
     assert rows(from_pages, every_column_but_install) == rows(from_indexes, every_column_but_install)
     assert len(rows(from_pages, every_column_but_install)) == 8
+
+
+def test_a_binary_only_a_stack_has_is_listed_with_that_stack(tmp_path):
+    index = sample_index("8")
+    all_binaries = [h for h, r in json.loads(index)["database"]["installs"].items() if r["in_buildcache"]]
+    write_v2(tmp_path / "develop", subset(index, [h for h in all_binaries if h != LIBDWARF_CORE2]))
+    write_v2(tmp_path / "develop" / "hep", index)
+    path = listing(tmp_path, {"develop": [("root", "develop"), ("hep", "develop/hep")]})
+    build([str(path)], tmp_path / "cache.db")
+    assert stacks_of(tmp_path / "cache.db")["libdwarf/core2"] == ["hep"]
+    assert stacks_of(tmp_path / "cache.db")["libelf/core2"] == ["hep", "root"]
+    assert rows(tmp_path / "cache.db", "SELECT dependency FROM dependencies WHERE hash = ?", LIBDWARF_CORE2) == [
+        {"dependency": "libelf"}
+    ]
