@@ -107,6 +107,8 @@ def mirror_url(location):
     for suffix in ("/" + _V2_INDEX, "/" + _V3_MANIFEST):
         if location.endswith(suffix):
             return location[: -len(suffix)]
+    if location.endswith(".json"):  # an index file on its own: the folder it is in is the best guess
+        return location.rsplit("/", 1)[0]
     return location
 
 

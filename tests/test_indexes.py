@@ -3,9 +3,11 @@ both layouts, local and served over HTTP on 127.0.0.1; their binaries, stacks an
 downloads that fail; rebuilds that download only what changed."""
 
 import json
+import os
 import re
 import shutil
 import sqlite3
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -682,3 +684,22 @@ def test_a_binary_only_a_stack_has_is_listed_with_that_stack(tmp_path):
     assert rows(tmp_path / "cache.db", "SELECT dependency FROM dependencies WHERE hash = ?", LIBDWARF_CORE2) == [
         {"dependency": "libelf"}
     ]
+
+
+def test_an_index_with_no_content_address_is_asked_for_with_its_http_validators(tmp_path):
+    (tmp_path / "develop").mkdir()
+    (tmp_path / "develop" / "index.json").write_bytes(sample_index("8"))
+    db = tmp_path / "cache.db"
+    with serving(tmp_path) as (base, server):
+        build([f"develop={base}/develop/index.json"], db)
+        (stored,) = rows(db, "SELECT layout, mirror_url, last_modified FROM indexes")
+        assert stored["layout"] == "file" and stored["last_modified"]
+        assert stored["mirror_url"] == f"{base}/develop"  # the folder it is in
+        server.requests.clear()
+        before = db.read_bytes()
+        assert build([f"develop={base}/develop/index.json"], db).up_to_date  # answered 304 Not Modified
+        assert db.read_bytes() == before
+        (tmp_path / "develop" / "index.json").write_bytes(sample_index("7"))
+        os.utime(tmp_path / "develop" / "index.json", (time.time() + 5, time.time() + 5))
+        assert build([f"develop={base}/develop/index.json"], db).index_tags_read == ["develop"]
+    assert binaries(db) == expected_binaries("develop", "7")
