@@ -10,8 +10,10 @@ is asserted: CI machines are too noisy for that.
 import gzip
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -227,14 +229,24 @@ SECTIONS = [
     "## Targets",
     "## Machine",
     "## Corpus",
-    "## Full build",
+    "## Full build from pages",
     "## Database size",
     "## Incremental builds",
-    "## Canned queries",
-    "## Search",
-    "## Binaries page with facets",
-    "## Filtered binaries pages",
+    "## Builds from indexes",
+    "## Served pages",
+    "### The binaries page",
+    "### Facet clicks and search",
+    "### Canned queries",
 ]
+FACET_CLICKS = ["tag", "os", "target", "compiler", "stacks", "package", "search"]
+CLICK_COUNTS = {  # what each click's row count must be, counted with SQL over the binaries view
+    "tag": "SELECT count(*) FROM binaries WHERE tag = :value",
+    "os": "SELECT count(*) FROM binaries WHERE os = :value",
+    "target": "SELECT count(*) FROM binaries WHERE target = :value",
+    "compiler": "SELECT count(*) FROM binaries WHERE compiler = :value",
+    "stacks": "SELECT count(*) FROM binaries WHERE :value IN (SELECT value FROM json_each(stacks))",
+    "package": "SELECT count(*) FROM binaries WHERE package = :value",
+}
 
 
 def table_rows(markdown):
@@ -246,49 +258,70 @@ def table_rows(markdown):
     ]
 
 
+def section(report, heading):
+    return report.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+
+
 def test_small_benchmark_reports_every_section_and_query(tmp_path):
-    results = tmp_path / "results"
+    results, work = tmp_path / "results", tmp_path / "work"
     command = [
         sys.executable, str(ROOT / "benchmarks" / "run.py"), "--size", "small", "--runs", "1", "--requests", "2",
-        "--work", str(tmp_path / "work"), "--results", str(results),
+        "--work", str(work), "--results", str(results),
     ]  # fmt: skip
     finished = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
 
     report = (results / "small.md").read_text()
     assert finished.stdout.strip() == report.strip()
-    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    headings = [line for line in report.splitlines() if line.startswith("#") and not line.startswith("# ")]
     assert headings == SECTIONS
 
     queries = yaml.safe_load((ROOT / "metadata.yml").read_text())["databases"]["cache"]["queries"]
-    canned = table_rows(report.split("## Canned queries")[1].split("## Search")[0])[1:]
+    canned = table_rows(section(report, "### Canned queries"))[1:]
     statuses = {(row[0], row[1].split()[0]): row[2] for row in canned}  # "realistic (tag empty)" is realistic
     assert statuses == {(name, parameters): "200" for name in queries for parameters in ("empty", "realistic")}
 
     data = json.loads((results / "small.json").read_text())
-    # Search and the binaries page are listed, whatever they answered: on a slow machine the view's
-    # search can run into Datasette's time limit even on the small corpus.
-    assert [t["name"] for t in data["serving"]["search"]] == ["binaries table search", "search_specs canned query"]
-    assert [t["name"] for t in data["serving"]["binaries_page"]] == ["HTML", "JSON"]
-    filtered = data["serving"]["filtered_pages"]
-    assert [t["name"] for t in filtered] == [
-        "one tag",
-        "one tag and os",
-        "one os",
-        "one compiler",
-        "one target",
-        "one stack",
-    ]
-    assert all(t["row_count"] > 0 for t in filtered), "the small corpus is counted well within the time limit"
-    shown = table_rows(report.split("## Filtered binaries pages")[1])
-    assert shown[0][6] == "row count"
-    assert [row[6] for row in shown[1:]] == [f"{t['row_count']:,}" for t in filtered]
+    serving = data["serving"]
+    assert serving["binaries_page"]["statuses"] == [200]
+    assert serving["binaries_page"]["row_count"] == data["database"]["counts"]["binaries"]
+    clicks = serving["facet_clicks"]
+    assert [click["name"] for click in clicks] == FACET_CLICKS
+    conn = sqlite3.connect(work / "cache.db")
+    for click in clicks:
+        assert click["statuses"] == [200], click
+        if click["name"] in CLICK_COUNTS:
+            value = urllib.parse.parse_qs(urllib.parse.urlsplit(click["url"]).query).popitem()[1][0]
+            assert click["row_count"] == conn.execute(CLICK_COUNTS[click["name"]], {"value": value}).fetchone()[0]
+    assert 0 < clicks[-1]["row_count"] < serving["binaries_page"]["row_count"], "the search narrows"
+    conn.close()
+    shown = table_rows(section(report, "### Facet clicks and search"))
+    assert shown[0][5] == "row count"
+    assert [row[5] for row in shown[1:]] == [f"{click['row_count']:,}" for click in clicks]
+
+    indexes = data["index_builds"]
+    if indexes["measured"]:
+        assert indexes["binaries"] == indexes["page_binaries"] and indexes["big_tag"]["peak_rss_mib"] > 0
+    else:  # until the builder reads indexes: said, not crashed
+        assert indexes["reason"] == "the builder does not read indexes yet" and indexes["builder_said"]
+        assert section(report, "## Builds from indexes").strip().startswith("Not measured: the builder does not")
+    verdicts = {row[0]: row[3] for row in table_rows(section(report, "## Targets"))[1:]}
+    assert len(verdicts) == 18 and set(verdicts.values()) <= {"met", "**missed**", "not measured"}
+
     assert data["full_build"]["builder"]["peak_rss_mib"] > 0
     assert data["unchanged_rebuild"]["wrote_nothing"]
     assert data["add_tag"]["counts_add_up"]
     largest = dict(data["database"]["largest"])
     assert "specs" in largest and "page_specs" in largest
     assert sum(largest.values()) <= data["database"]["bytes"]
+
+
+def test_the_benchmark_serves_the_database_with_the_readmes_command():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from run import SERVE_COMMAND
+
+    readme_lines = [line.strip() for line in (ROOT / "README.md").read_text().splitlines()]
+    assert " ".join(SERVE_COMMAND) in readme_lines, "the README's 'Serve it' command"
 
 
 def test_peak_memory_counts_the_builders_child_processes():
