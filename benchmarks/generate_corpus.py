@@ -28,8 +28,8 @@ from build_cache_indexes import Binary, write_cache_index, write_tag_mirrors
 
 SEED = "spack-cache-db-benchmark-1"
 
-# Ordered so that every prefix mixes the page formats: --tags N takes the first N. The first 20 are the
-# full corpus; the history adds the archive's other releases and weekly snapshots, 100 tags in all.
+# --tags N takes the first N of TAGS. The first 20, the full corpus, are ordered so that every prefix mixes
+# the page formats; the history adds the archive's other releases and weekly snapshots, 100 tags in all.
 FULL_TAGS = (
     "develop",
     "v0.23.1",
@@ -306,7 +306,7 @@ class Package:
     patches: Variant | None  # patches applied to some of its builds
     configs: list  # Config by index, drawn on first use
     variant_lists: dict  # (config index, spelling_2025, commit) -> variant list
-    in_tags: dict = field(default_factory=dict)  # tag name -> PageFacts, computed on first use
+    in_tags: dict = field(default_factory=dict)  # release name -> (distinct configs, builds, version index)
 
 
 @dataclass(frozen=True)
