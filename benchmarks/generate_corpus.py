@@ -1,10 +1,13 @@
-"""Generate a synthetic corpus of cache.spack.io pages for benchmarks.
+"""Generate a synthetic history of cache.spack.io pages, and the build-cache indexes behind them, for benchmarks.
 
-Writes OUT/_cache/<tag>/<package>/specs.md and OUT/_data/tags.yaml in the form the real site uses.
-Every page is a pure function of its tag and package name, so a tag generated alone with
---only-tag is consistent with a corpus generated earlier with the same package count.
+Writes OUT/_cache/<tag>/<package>/specs.md and OUT/_data/tags.yaml in the form the real site uses and,
+unless --no-indexes, each tag's mirrors with their indexes under OUT/mirrors/<tag>/ and
+OUT/cache_spack_io_index.json, as build_cache_indexes.py describes. Every page is a pure function of its
+tag and package name, and every index record of its hash, so a tag generated alone with --only-tag is
+consistent with a corpus generated earlier with the same package count.
 
-    python benchmarks/generate_corpus.py OUT --size small|full [--tags N] [--packages M] [--only-tag TAG]
+    python benchmarks/generate_corpus.py OUT --size small|full|history [--tags N] [--packages M]
+                                         [--only-tag TAG] [--no-indexes]
 """
 
 import argparse
@@ -15,17 +18,19 @@ import math
 import re
 import sys
 import time
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import cache
 from pathlib import Path
 from random import Random
 
+from build_cache_indexes import Binary, write_cache_index, write_tag_mirrors
+
 SEED = "spack-cache-db-benchmark-1"
 
-SIZES = {"small": (3, 20), "full": (20, 900)}  # (tags, packages)
-
-# Ordered so that every prefix mixes the page formats: --tags N takes the first N.
-TAGS = (
+# --tags N takes the first N of TAGS. The first 20, the full corpus, are ordered so that every prefix mixes
+# the page formats; the history adds the archive's other releases and weekly snapshots, 100 tags in all.
+FULL_TAGS = (
     "develop",
     "v0.23.1",
     "v0.23.0",
@@ -47,9 +52,43 @@ TAGS = (
     "develop-2024-03-03",
     "develop-2024-02-25",
 )
+HISTORY_RELEASES = (
+    "v2025.07.0", "v0.23.1", "v0.23.0", "v0.22.2", "v0.22.1", "v0.22.0", "v0.21.2", "v0.21.1", "v0.21.0",
+    "v0.20.3", "v0.20.2", "v0.20.1", "v0.20.0", "v0.19.2", "v0.19.1", "v0.19.0", "v0.18.1", "v0.18.0",
+)  # fmt: skip
+LAST_SNAPSHOT = date(2025, 7, 13)  # the archive's last weekly snapshot
+HISTORY_SNAPSHOTS = 81
+EXTRA_TAG = "develop-2025-07-20"  # newer than every tag of every size: what a benchmark adds to a corpus
+
+
+def history_tags():
+    """The full corpus's tags, then the others of the history: a release after every five snapshots."""
+    snapshots = [f"develop-{LAST_SNAPSHOT - timedelta(weeks=week)}" for week in range(HISTORY_SNAPSHOTS)]
+    rest_snapshots = [name for name in snapshots if name not in FULL_TAGS]
+    rest_releases = [name for name in HISTORY_RELEASES if name not in FULL_TAGS]
+    mixed = []
+    while rest_snapshots or rest_releases:
+        mixed += rest_snapshots[:5] + rest_releases[:1]
+        rest_snapshots, rest_releases = rest_snapshots[5:], rest_releases[1:]
+    tags = FULL_TAGS + tuple(mixed)
+    assert len(set(tags)) == len(tags) == 1 + len(HISTORY_RELEASES) + HISTORY_SNAPSHOTS, "FULL_TAGS outside history"
+    return tags
+
+
+TAGS = history_tags()
+SIZES = {"small": (3, 20), "full": (20, 900), "history": (100, 900)}  # (first tags, packages)
 
 DEVELOP_DATE = date(2025, 6, 8)
 RELEASE_DATES = {
+    "v0.18.0": date(2022, 5, 28),
+    "v0.18.1": date(2022, 7, 19),
+    "v0.19.0": date(2022, 11, 11),
+    "v0.19.1": date(2023, 2, 7),
+    "v0.19.2": date(2023, 4, 3),
+    "v0.20.0": date(2023, 5, 21),
+    "v0.20.1": date(2023, 7, 10),
+    "v0.20.2": date(2023, 10, 2),
+    "v0.20.3": date(2023, 10, 31),
     "v0.21.0": date(2023, 11, 11),
     "v0.21.1": date(2024, 1, 12),
     "v0.21.2": date(2024, 2, 29),
@@ -59,12 +98,15 @@ RELEASE_DATES = {
     "v0.23.0": date(2024, 11, 13),
     "v0.23.1": date(2025, 2, 19),
     "v1.0.0": date(2025, 7, 20),
+    "v2025.07.0": date(2025, 7, 20),  # since Spack 1.0, releases carry the package repository's calendar version
 }
 
 # When the site's page writer changed, judged from real pages.
 SORTED_KEYS_SINCE = date(2025, 1, 1)  # v0.23.1 is the first tag written with sorted keys
 NO_TARBALL_SINCE = date(2025, 3, 1)  # develop-2025-03-23 has no tarball; v0.23.1 still has one
 SPELLING_2025_SINCE = date(2025, 3, 30)  # gcc@=11.4.0 -> gcc@11.4.0 between the 03-23 and 03-30 snapshots
+# How Spack wrote the tag's indexes: DB 8 with the 2025 spellings (DB 7 before), and layout v3 a little later.
+V3_LAYOUT_SINCE = date(2025, 4, 13)
 
 MEDIAN_SPECS_PER_PAGE = 28
 SPECS_PER_PAGE_SIGMA = 1.2
@@ -217,6 +259,7 @@ MULTI_VARIANTS = {
     "amdgpu_target": ("gfx90a", "gfx942", "gfx908"),
 }
 EXACT_VARIANTS = ("amdgpu_target", "patches")  # spelled name:=value since spring 2025
+LIST_VARIANTS = frozenset(MULTI_VARIANTS) | {"patches"}  # multi-valued: lists in an index's parameters
 CMAKE_VARIANTS = (
     ("build_type", ("build_type=Release", "build_type=RelWithDebInfo", "build_type=Debug")),
     ("generator", ("generator=make", "generator=ninja")),
@@ -263,6 +306,7 @@ class Package:
     patches: Variant | None  # patches applied to some of its builds
     configs: list  # Config by index, drawn on first use
     variant_lists: dict  # (config index, spelling_2025, commit) -> variant list
+    in_tags: dict = field(default_factory=dict)  # release name -> (distinct configs, builds, version index)
 
 
 @dataclass(frozen=True)
@@ -284,6 +328,7 @@ SNAPSHOT = re.compile(r"develop-(\d{4}-\d{2}-\d{2})")
 RELEASE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 
 
+@cache
 def tag_from_name(name):
     if name == "develop":
         return Tag(name, None, DEVELOP_DATE, DEVELOP_DATE, style_on(DEVELOP_DATE))
@@ -294,11 +339,21 @@ def tag_from_name(name):
     if not match:
         raise ValueError(f"{name}: expected develop, develop-YYYY-MM-DD or vX.Y.Z")
     release = tuple(int(part) for part in match.groups())
-    series_start = f"v{release[0]}.{release[1]}.0"
+    series_start = name.rsplit(".", 1)[0] + ".0"  # v2025.07.0 keeps its month's zero
     if name not in RELEASE_DATES or series_start not in RELEASE_DATES:
         raise ValueError(f"{name}: release dates are known for {', '.join(RELEASE_DATES)} only")
     written = RELEASE_DATES[name]
     return Tag(name, release, written, RELEASE_DATES[series_start], style_on(written))
+
+
+def series_releases(tag):
+    """The releases of tag's series (v0.23.0 and v0.23.1) whose dates are known, tag included."""
+    return [tag_from_name(name) for name in RELEASE_DATES if tag_from_name(name).release[:2] == tag.release[:2]]
+
+
+def index_format(tag):
+    """(Database version, layout) of the tag's indexes."""
+    return (8 if tag.style.spelling_2025 else 7), ("v3" if tag.written >= V3_LAYOUT_SINCE else "v2")
 
 
 def style_on(day):
@@ -610,31 +665,69 @@ def release_epoch(package_name, index, release):
     return f"v{major}.{minor}.{patch}"
 
 
-def page_specs(package, tag):
-    rng = Random(f"{SEED}|page|{tag.name}|{package.name}")
+def tag_binaries(package, order, tag):
+    """The specs of package's page in tag, in the page's order, each with what its index record needs."""
+    rng = page_rng(package, tag)
     count, distinct = page_size(package, tag, rng)
     builds = builds_in_tag(package, tag)
     version_index = current_version_index(package, tag)
-    specs = []
+    binaries = []
     for i in range(count):
         index, rebuild = i % distinct, i // distinct
-        config = config_of(package, index)
-        build = builds[config.group_index]
-        if config.on_branch:
-            version = package.branch
-            commit = hashlib.blake2b(f"{package.name}|{version_index}".encode(), digest_size=20).hexdigest()
-        else:
-            version = package.versions[max(0, version_index - config.version_slot)]
-            commit = None
-        target = build.env.targets[int(config.target_pick * len(build.env.targets))]
-        variants = variant_list(package, index, config, tag.style.spelling_2025, commit)
-        spec_hash = spack_hash(
-            f"{SEED}|{package.name}|{index}|{version}|{build.compiler}|{build.env.platform}|{build.env.os}|{target}"
-            f"|{','.join(variants)}|{build_epoch(package, index, config, rebuild, tag)}|{rebuild}"
+        build, version, target, variants, spec_hash = build_identity(
+            package, index, rebuild, tag, builds, version_index
         )
-        stacks = spec_stacks(build.stacks, config, tag.style, rng)
-        specs.append(spec_dict(package.name, tag, build, version, target, variants, stacks, spec_hash))
-    return order_specs(specs, tag.style)
+        stacks = spec_stacks(build.stacks, config_of(package, index), tag.style, rng)
+        spec = spec_dict(package.name, tag, build, version, target, variants, stacks, spec_hash)
+        binaries.append(Binary(package.name, order, spec, presence(package, index, rebuild, tag, spec_hash)))
+    return order_binaries(binaries, tag.style)
+
+
+def page_rng(package, tag):
+    return Random(f"{SEED}|page|{tag.name}|{package.name}")
+
+
+def build_identity(package, index, rebuild, tag, builds, version_index):
+    """(build, version, target, variants, hash) of the package's configuration `index` in tag."""
+    config = config_of(package, index)
+    build = builds[config.group_index]
+    if config.on_branch:
+        version = package.branch
+        commit = hashlib.blake2b(f"{package.name}|{version_index}".encode(), digest_size=20).hexdigest()
+    else:
+        version = package.versions[max(0, version_index - config.version_slot)]
+        commit = None
+    target = build.env.targets[int(config.target_pick * len(build.env.targets))]
+    variants = variant_list(package, index, config, tag.style.spelling_2025, commit)
+    spec_hash = spack_hash(
+        f"{SEED}|{package.name}|{index}|{version}|{build.compiler}|{build.env.platform}|{build.env.os}|{target}"
+        f"|{','.join(variants)}|{build_epoch(package, index, config, rebuild, tag)}|{rebuild}"
+    )
+    return build, version, target, variants, spec_hash
+
+
+def presence(package, index, rebuild, tag, spec_hash):
+    """The tags that list this same hash (see Binary.presence): a release's build may be taken over by the
+    other point releases of its series; a snapshot's stable build by the other snapshots of its quarter."""
+    if tag.release:
+        return frozenset(
+            other.name for other in series_releases(tag) if other == tag or lists_hash(package, index, other, spec_hash)
+        )
+    if config_of(package, index).stable and rebuild == 0:
+        return None
+    return frozenset((tag.name,))
+
+
+def lists_hash(package, index, release, spec_hash):
+    """Whether the package's page in this release lists its configuration `index` under this hash."""
+    facts = package.in_tags.get(release.name)
+    if facts is None:
+        distinct = page_size(package, release, page_rng(package, release))[1]
+        facts = (distinct, builds_in_tag(package, release), current_version_index(package, release))
+        package.in_tags[release.name] = facts
+    distinct, builds, version_index = facts
+    # A release's pages have no rebuilds: each configuration appears once, as rebuild 0.
+    return index < distinct and build_identity(package, index, 0, release, builds, version_index)[-1] == spec_hash
 
 
 def spec_stacks(stacks, config, style, rng):
@@ -670,11 +763,11 @@ def spec_dict(package_name, tag, build, version, target, variants, stacks, spec_
     return spec
 
 
-def order_specs(specs, style):
+def order_binaries(binaries, style):
     if style.tarball:
         # Pages that carry tarballs list specs by build-cache folder; within a folder, in no particular order.
-        return sorted(specs, key=lambda spec: spec["tarball"].rsplit("/", 1)[0])
-    return sorted(specs, key=lambda spec: spec["hash"])
+        return sorted(binaries, key=lambda binary: binary.spec["tarball"].rsplit("/", 1)[0])
+    return sorted(binaries, key=lambda binary: binary.spec["hash"])
 
 
 def derive_meta(specs):
@@ -709,24 +802,49 @@ def render_page(package_name, tag, specs):
 # --- writing ----------------------------------------------------------------------------------------------------
 
 
-def write_corpus(out, tags, package_count):
-    """Write every page of `tags` for the first `package_count` packages; returns (pages, spec rows, bytes)."""
-    cache = out / "_cache"
+@dataclass
+class Written:
+    pages: int = 0
+    spec_rows: int = 0
+    page_bytes: int = 0
+    index_bytes: int = 0
+
+
+def write_corpus(out, tags, package_count, indexes=True):
+    """Write every page of `tags` for the first `package_count` packages, and their indexes unless told not to.
+
+    One tag at a time, since a tag's indexes need all its binaries; the packages, whose configurations
+    every tag shares, are made once.
+    """
     for tag in tags:
-        if (cache / tag.name).exists():
-            raise SystemExit(f"{cache / tag.name} exists: generate into a fresh folder")
-    pages = rows = size = 0
-    for name in package_names(package_count):
-        package = make_package(name)  # one package at a time: its configurations are shared by all tags
-        for tag in tags:
-            specs = page_specs(package, tag)
-            data = render_page(name, tag, specs).encode()
-            folder = cache / tag.name / name
+        for folder in (out / "_cache" / tag.name, out / "mirrors" / tag.name):
+            if folder.exists():
+                raise SystemExit(f"{folder} exists: generate into a fresh folder")
+    packages = [make_package(name) for name in package_names(package_count)]
+    written = Written()
+    for tag in tags:
+        binaries = []
+        for order, package in enumerate(packages):
+            page = tag_binaries(package, order, tag)
+            data = render_page(package.name, tag, [binary.spec for binary in page]).encode()
+            folder = out / "_cache" / tag.name / package.name
             folder.mkdir(parents=True)
             (folder / "specs.md").write_bytes(data)
-            pages, rows, size = pages + 1, rows + len(specs), size + len(data)
+            written.pages, written.spec_rows, written.page_bytes = (
+                written.pages + 1, written.spec_rows + len(page), written.page_bytes + len(data)
+            )  # fmt: skip
+            if indexes:
+                binaries += page
+        if indexes:
+            db_version, layout = index_format(tag)
+            mirror = out / "mirrors" / tag.name
+            written.index_bytes += write_tag_mirrors(
+                mirror, tag.name, stacks_of_tag(tag), db_version, layout, binaries, LIST_VARIANTS
+            )
     write_tags_yaml(out)
-    return pages, rows, size
+    if indexes:
+        write_cache_index(out)
+    return written
 
 
 def write_tags_yaml(out):
@@ -741,11 +859,19 @@ def write_tags_yaml(out):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="folder to write _cache/ and _data/ into")
-    parser.add_argument("--size", choices=SIZES, default="small", help="small: CI smoke test; full: benchmark")
+    parser.add_argument(
+        "out", type=Path, help="folder to write _cache/, _data/, mirrors/ and cache_spack_io_index.json into"
+    )
+    parser.add_argument(
+        "--size", choices=SIZES, default="small",
+        help="small: CI smoke test (3 tags x 20 packages); full: 20 x 900; history: 100 x 900, the archive's size",
+    )  # fmt: skip
     parser.add_argument("--tags", type=int, help=f"use the first N of the {len(TAGS)} built-in tags")
-    parser.add_argument("--packages", type=int, help="use the first M packages")
-    parser.add_argument("--only-tag", help="write just this tag (built-in or not), e.g. develop-2025-06-01")
+    parser.add_argument(
+        "--packages", type=int, help="use the first M packages (more than the size's make a busier tag)"
+    )
+    parser.add_argument("--only-tag", help=f"write just this tag (built-in or not), e.g. {EXTRA_TAG}")
+    parser.add_argument("--no-indexes", action="store_true", help="write the pages only (faster)")
     args = parser.parse_args(argv)
     if args.only_tag and args.tags:
         parser.error("--only-tag and --tags exclude each other")
@@ -761,9 +887,12 @@ def main(argv=None):
     except ValueError as error:
         raise SystemExit(str(error)) from error
     started = time.perf_counter()
-    pages, rows, size = write_corpus(args.out, tags, args.packages or package_count)
+    written = write_corpus(args.out, tags, args.packages or package_count, indexes=not args.no_indexes)
     elapsed = time.perf_counter() - started
-    print(f"{len(tags)} tags, {pages} pages, {rows} spec rows, {size} bytes in {elapsed:.1f} s -> {args.out}")
+    print(
+        f"{len(tags)} tags, {written.pages} pages, {written.spec_rows} spec rows, {written.page_bytes} page bytes, "
+        f"{written.index_bytes} index bytes in {elapsed:.1f} s -> {args.out}"
+    )
 
 
 if __name__ == "__main__":
