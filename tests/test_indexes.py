@@ -7,12 +7,14 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
 from click.testing import CliRunner
 from mirrors import body, edited, sample_index, serving, status, subset, write_v2, write_v3
-from paths import SEEDS, SITE
+from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db import fetch
@@ -703,3 +705,24 @@ def test_an_index_with_no_content_address_is_asked_for_with_its_http_validators(
         os.utime(tmp_path / "develop" / "index.json", (time.time() + 5, time.time() + 5))
         assert build([f"develop={base}/develop/index.json"], db).index_tags_read == ["develop"]
     assert binaries(db) == expected_binaries("develop", "7")
+
+
+def test_a_synthetic_history_built_from_its_pages_and_from_its_indexes_has_the_same_binaries(tmp_path):
+    """benchmarks/generate_corpus.py writes 100 tags of pages and the indexes behind them: Database 7 in the
+    v2 layout for the older tags, Database 8 in both layouts (some stacks gzip-compressed) for 2025."""
+    corpus = tmp_path / "corpus"
+    generator = [sys.executable, str(ROOT / "benchmarks" / "generate_corpus.py"), str(corpus)]
+    subprocess.run([*generator, "--size", "history", "--packages", "3"], check=True, capture_output=True, timeout=300)
+    from_pages, from_indexes = tmp_path / "pages.db", tmp_path / "indexes.db"
+    build([str(corpus / "_cache")], from_pages)
+    build([str(corpus / "cache_spack_io_index.json")], from_indexes)
+    every_column_but_install = f"SELECT {BINARY_COLUMNS}, version_rank, size, tag_order FROM binaries ORDER BY 1, 2, 4"
+    assert rows(from_indexes, every_column_but_install) == rows(from_pages, every_column_but_install)
+    assert len(rows(from_pages, "SELECT DISTINCT tag FROM binaries")) == 100
+    layouts = rows(from_indexes, "SELECT DISTINCT layout, database_version FROM indexes ORDER BY 1, 2")
+    assert layouts == [
+        {"layout": "v2", "database_version": "7"},
+        {"layout": "v2", "database_version": "8"},
+        {"layout": "v3", "database_version": "8"},
+    ]
+    assert rows(from_indexes, "SELECT count(*) > 0 AS some FROM spec_dependencies") == [{"some": 1}]
