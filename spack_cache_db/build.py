@@ -48,6 +48,7 @@ class Summary:
     index_tags_unchanged: int = 0
     indexes_read: int = 0
     index_failures: list = field(default_factory=list)  # InputError: tags or stacks skipped with --keep-going
+    failed_tags: list = field(default_factory=list)  # tags whose indexes failed while their rows were written
     up_to_date: bool = False
     incremental: bool = False
     seconds: float = 0.0
@@ -268,8 +269,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
         for source in plan.to_read:
             specs = _load_file(loader, configurations, source, summary, keep_going, read_from_pages)
-            if len(loader.pending["page_specs"]) >= FLUSH_EVERY:
-                loader.flush()
+            _flush_now_and_then(loader)
             if progress:
                 progress.advance(1, specs)
         if plan.indexes.to_load and progress:
@@ -341,35 +341,48 @@ class _Skipped(Exception):
 
 
 def _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress):
-    """Read one tag's indexes into the loader; a tag that cannot be read is left out with keep_going."""
-    checkpoint = loader.checkpoint()
+    """Read one tag's indexes into the loader, its rows written as they come; a tag that cannot be read is
+    left out with keep_going (what it wrote is deleted when the build finishes)."""
+    tag = index_tag.tag
     try:
         records, rows = build_indexes.read_tag(index_tag, configurations, keep_going, progress)
-        tag_id = loader.tag_id(index_tag.tag)
-        loader.add_nodes(records.nodes, records.documents[0].source if records.documents else index_tag.tag)
+        tag_id = loader.tag_id(tag)
+        loader.add_nodes(records.nodes, records.documents[0].source if records.documents else tag)
         for document in records.documents:
             loader.add_document(document)
-        loader.add_dependencies([b for d in records.documents for b in d.binaries] + records.nodes)
+            _flush_now_and_then(loader)
+        loader.add_dependencies(records.nodes)
+        for document in records.documents:  # once every spec of the tag has its id
+            loader.add_dependencies(document.binaries)
+            _flush_now_and_then(loader)
         for label, stored in rows:
             loader.add_index((tag_id, loader.stack_id(label), *astuple(stored)))
     except InputError as error:
         if not keep_going:
             raise
-        loader.rollback(checkpoint)
+        summary.failed_tags.append(tag)
         summary.index_failures.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", index_tag.tag, None))
+        loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
         return
-    summary.index_tags_read.append(index_tag.tag)
+    summary.index_tags_read.append(tag)
     summary.indexes_read += len(index_tag.read)
     for error in index_tag.failures:
         summary.index_failures.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", index_tag.tag, None))
+        loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
+
+
+def _flush_now_and_then(loader):
+    """Hand rows to the writer in batches, so that it inserts them while this process reads on."""
+    if len(loader.pending["page_specs"]) + len(loader.pending["spec_dependencies"]) >= FLUSH_EVERY:
+        loader.flush()
 
 
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
-    if summary.rejected:
-        load.prune_orphans(conn, full_text=not full)
+    if summary.failed_tags:  # the rows such a tag got before it failed
+        load.delete_tags(conn, summary.failed_tags)
+    if summary.rejected or summary.failed_tags:
+        load.prune_orphans(conn, full_text=not full, added_from=first_ids)
     load.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     if full:

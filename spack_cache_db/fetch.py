@@ -100,11 +100,11 @@ def _read_file(location, path, progress, max_bytes):
             size = os.fstat(fd).st_size
             if size > max_bytes:
                 raise InputError(location, "size", f"expected at most {max_bytes:,} bytes, found {size:,}")
-            data = f.read(max_bytes + 1)
+            data = f.read(size + 1)  # not max_bytes + 1: read() sets aside that much memory first
     except OSError as error:
         raise InputError(location, "file", f"expected a readable file ({error.strerror})") from error
-    if len(data) > max_bytes:
-        raise InputError(location, "size", f"expected at most {max_bytes:,} bytes")
+    if len(data) > size:
+        raise InputError(location, "file", "expected a file that does not grow while it is read")
     if progress:
         progress(len(data))
     return data

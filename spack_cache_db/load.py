@@ -69,6 +69,7 @@ class Loader:
         self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
         self.database_has_specs = self.next_id["specs"] > 1
         self.with_edges = set()  # ids of specs whose edges are stored or queued
+        self.kind_ids = {}  # DependencyKind -> id
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {
             (tag, package): path
@@ -238,14 +239,18 @@ class Loader:
             if spec_id in self.with_edges or not spec.dependencies:
                 continue
             self.with_edges.add(spec_id)
-            for edge in spec.dependencies:
-                kind_id = self._kind_id(json.dumps(edge.deptypes), json.dumps(edge.virtuals))
-                dependency_id = self.spec_ids[_hash_key(edge.hash)] & 0xFFFFFFFF
-                self.queue("spec_dependencies", (spec_id, dependency_id, kind_id))
+            for dependency_hash, kind in spec.dependencies:
+                dependency_id = self.spec_ids[_hash_key(dependency_hash)] & 0xFFFFFFFF
+                self.queue("spec_dependencies", (spec_id, dependency_id, self._kind_id(kind)))
 
-    def _kind_id(self, deptypes, virtuals):
-        kind = (deptypes, virtuals)
-        return self._id("dependency_kinds", kind, lambda new_id: self.queue("dependency_kinds", (new_id, *kind)))
+    def _kind_id(self, kind):
+        kind_id = self.kind_ids.get(kind)
+        if kind_id is None:
+            row = (json.dumps(kind.deptypes), json.dumps(kind.virtuals))
+            kind_id = self.kind_ids[kind] = self._id(
+                "dependency_kinds", row, lambda new_id: self.queue("dependency_kinds", (new_id, *row))
+            )
+        return kind_id
 
     def add_index(self, row):
         self.queue("indexes", row)
@@ -365,6 +370,7 @@ class Loader:
         for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
             for key in [k for k, v in memo.items() if v >= next_id[table]]:
                 del memo[key]
+        self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < next_id["dependency_kinds"]}
         for configuration_id in [c for c in self.built_of if c >= next_id["configurations"]]:
             del self.built_of[configuration_id]
         for key in [k for k, v in self.spec_ids.items() if v & 0xFFFFFFFF >= next_id["specs"]]:
@@ -483,14 +489,17 @@ ORPHANS = [
 ]
 
 
-def prune_orphans(conn, full_text):
-    """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step."""
+def prune_orphans(conn, full_text, added_from=None):
+    """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step for the
+    rows they have: not those this build added (ids from added_from, {table: first id}), indexed later."""
     _prune_specs(conn)
     for table, condition in ORPHANS:
         for fts, (rows, content, columns) in FTS_COLUMNS.items():
             if full_text and rows == table:
+                indexed = f" AND id < {int(added_from[rows])}" if added_from else ""
                 conn.execute(
-                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content} WHERE {condition}"
+                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content}"
+                    f" WHERE {condition}{indexed}"
                 )
         conn.execute(f"DELETE FROM {table} WHERE {condition}")
 

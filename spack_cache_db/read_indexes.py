@@ -16,7 +16,7 @@ import msgspec
 
 from . import fetch
 from .normalise import HASH, derived_meta, parse_compiler, parse_variant
-from .records import Binary, Built, Document, Edge, InputError, Node
+from .records import Binary, Built, DependencyKind, Document, InputError, Node
 
 LISTING_NAME = "cache_spack_io_index.json"
 ROOT = "root"  # the label of a tag's own mirror, the union of its stacks
@@ -161,7 +161,7 @@ def _resolve_v2(source, index_url, mirror):
     return Resolved(source, index_url, mirror, "v2", checksum)
 
 
-class _Blob(msgspec.Struct):
+class _Blob(msgspec.Struct, gc=False):
     contentLength: int  # noqa: N815 (the manifest's own names)
     mediaType: str  # noqa: N815
     compression: str
@@ -169,7 +169,7 @@ class _Blob(msgspec.Struct):
     checksum: str
 
 
-class _Manifest(msgspec.Struct):
+class _Manifest(msgspec.Struct, gc=False):
     version: int
     data: list[_Blob]
 
@@ -239,66 +239,72 @@ def _gunzip(location, data):
     return result
 
 
-# Only the fields we use are decoded: a busy tag's root index is about 100 MB of JSON.
-class _Target(msgspec.Struct):
+# Only the fields we use are decoded, and the parts many records share (arch, parameters, an edge's types)
+# are kept as their raw JSON at first: records with the same bytes are read once. A busy tag's root index
+# is about 150 MB of JSON.
+class _Target(msgspec.Struct, gc=False):
     name: str
 
 
-class _Arch(msgspec.Struct):
+class _Arch(msgspec.Struct, gc=False):
     platform: str
     platform_os: str
     target: str | _Target
 
 
-class _Compiler(msgspec.Struct):
+class _Compiler(msgspec.Struct, gc=False):
     name: str
     version: str
 
 
-class _Annotations(msgspec.Struct):
+class _Annotations(msgspec.Struct, gc=False):
     original_specfile_version: int = 5
     compiler: str | None = None
 
 
-class _EdgeParameters(msgspec.Struct):
+class _EdgeParameters(msgspec.Struct, gc=False):
     deptypes: list[str] = []
     virtuals: list[str] = []
 
 
-class _Dependency(msgspec.Struct):
+class _Dependency(msgspec.Struct, gc=False):
     hash: str
-    name: str = ""
-    parameters: _EdgeParameters | None = None  # DB 7+
-    type: list[str] = []  # DB 6
+    parameters: msgspec.Raw = msgspec.Raw(b"")  # DB 7+: {"deptypes": [...], "virtuals": [...]}
+    type: msgspec.Raw = msgspec.Raw(b"")  # DB 6: [...]
 
 
-class _OldDependency(msgspec.Struct):  # spec format 1: {name: {hash, type}}
+class _OldDependency(msgspec.Struct, gc=False):  # spec format 1: {name: {hash, type}}
     hash: str
-    type: list[str] = []
+    type: msgspec.Raw = msgspec.Raw(b"")
+    parameters: msgspec.Raw = msgspec.Raw(b"")
 
 
-class _Node(msgspec.Struct):
+class _External(msgspec.Struct, gc=False):
+    """Only whether a node has it: an external, installed outside Spack."""
+
+
+class _Node(msgspec.Struct, gc=False):
     name: str
     version: str
-    arch: _Arch
-    parameters: dict[str, bool | str | list[str]] = {}
+    arch: msgspec.Raw
+    parameters: msgspec.Raw = msgspec.Raw(b"{}")
     dependencies: list[_Dependency] | dict[str, _OldDependency] = []
     compiler: _Compiler | None = None
     annotations: _Annotations | None = None
-    external: msgspec.Raw = msgspec.Raw(b"")  # only whether it is there: b"" or b"null" when it is not
+    external: _External | None = None
 
 
-class _Record(msgspec.Struct):
+class _Record(msgspec.Struct, gc=False):
     spec: _Node
     in_buildcache: bool = False
 
 
-class _Database(msgspec.Struct):
+class _Database(msgspec.Struct, gc=False):
     version: str
     installs: dict[str, _Record]
 
 
-class _Index(msgspec.Struct):
+class _Index(msgspec.Struct, gc=False):
     database: _Database
 
 
@@ -326,16 +332,16 @@ def parse_index(location, label, checksum, data):
     return ParsedIndex(label, location, checksum, database.version, database.installs, len(database.installs))
 
 
-class _Listed(msgspec.Struct):
+class _Listed(msgspec.Struct, gc=False):
     in_buildcache: bool = False
 
 
-class _ListedDatabase(msgspec.Struct):
+class _ListedDatabase(msgspec.Struct, gc=False):
     version: str
     installs: dict[str, _Listed]
 
 
-class _ListedIndex(msgspec.Struct):
+class _ListedIndex(msgspec.Struct, gc=False):
     database: _ListedDatabase
 
 
@@ -359,11 +365,11 @@ def _check_version_and_hashes(location, database):
             raise InputError(location, where, "expected a key of 32 characters of Spack's base32 alphabet (a-z, 2-7)")
 
 
-class _RawDatabase(msgspec.Struct):
+class _RawDatabase(msgspec.Struct, gc=False):
     installs: dict[str, msgspec.Raw]
 
 
-class _RawIndex(msgspec.Struct):
+class _RawIndex(msgspec.Struct, gc=False):
     database: _RawDatabase
 
 
@@ -428,29 +434,22 @@ def tag_records(tag, indexes, configurations):
                 records[spec_hash], where[spec_hash] = (record, index.version), index.location
             if record.in_buildcache:
                 stacks.setdefault(spec_hash, set()).add(index.label)
-    built = {}
-
-    def built_of(spec_hash):
-        if spec_hash not in built:
-            record, version = records[spec_hash]
-            built[spec_hash] = node_built(where[spec_hash], spec_hash, record.spec, version, records, configurations)
-        return built[spec_hash]
-
+    reader = _RecordReader(records, where, configurations)
     by_package = {}
     for spec_hash in sorted(stacks):
-        record = records[spec_hash][0]
-        binary = Binary(spec_hash, built_of(spec_hash), tuple(sorted(stacks[spec_hash])), None, {}, _edges(record.spec))
-        by_package.setdefault(record.spec.name, []).append(binary)
-    nodes = [
-        Node(spec_hash, spec.name, built_of(spec_hash), bytes(spec.external) not in (b"", b"null"), _edges(spec))
-        for spec_hash in _dependencies_only(stacks, records)
-        for spec in (records[spec_hash][0].spec,)
-    ]
-    source = indexes[0].location
+        built, edges = reader.read(spec_hash)
+        binary = Binary(spec_hash, built, tuple(sorted(stacks[spec_hash])), None, {}, edges)
+        by_package.setdefault(records[spec_hash][0].spec.name, []).append(binary)
+    nodes = []
+    for spec_hash in _dependencies_only(stacks, records):
+        spec = records[spec_hash][0].spec
+        built, edges = reader.read(spec_hash)
+        nodes.append(Node(spec_hash, spec.name, built, spec.external is not None, edges))
+    source, digest = indexes[0].location, _digest_of(indexes)
     documents = [
         Document(
             source=source,
-            digest=_digest_of(indexes),
+            digest=digest,
             tag=tag,
             package=package,
             binaries=binaries,
@@ -493,37 +492,96 @@ def _dependencies(node):
     return node.dependencies
 
 
-def _edges(node):
-    """The node's dependencies as Edges; the same hash twice is one edge with both edges' types."""
-    merged = {}
-    for dependency in _dependencies(node):
-        parameters = dependency.parameters
-        deptypes = parameters.deptypes if parameters else dependency.type
-        virtuals = parameters.virtuals if parameters else []
-        before = merged.get(dependency.hash, ((), ()))
-        merged[dependency.hash] = (before[0] + tuple(deptypes), before[1] + tuple(virtuals))
-    return tuple(
-        Edge(spec_hash, tuple(sorted(set(deptypes))), tuple(sorted(set(virtuals))))
-        for spec_hash, (deptypes, virtuals) in sorted(merged.items())
-    )
+class _RecordReader:
+    """Records as (Built, Edges), by the rules cache.spack.io used. What many records share is read once:
+    configurations by the raw JSON of their arch and parameters, edge types by theirs."""
+
+    def __init__(self, records, where, configurations):
+        self.records, self.where, self.configurations = records, where, configurations
+        self.built_by_raw, self.kinds, self.read_already = {}, {}, {}
+
+    def read(self, spec_hash):
+        found = self.read_already.get(spec_hash)
+        if found is None:
+            edges = self._edges(spec_hash)
+            found = self.read_already[spec_hash] = (self._built(spec_hash, edges), edges)
+        return found
+
+    def _built(self, spec_hash, edges):
+        record, version = self.records[spec_hash]
+        node = record.spec
+        compiler = self._compiler_text(node, edges)
+        key = (version, node.version, compiler, bytes(node.arch), bytes(node.parameters))
+        built = self.built_by_raw.get(key)
+        if built is None:
+            built = self.built_by_raw[key] = self._new_built(spec_hash, node, version, compiler)
+        return built
+
+    def _new_built(self, spec_hash, node, database_version, compiler):
+        location, where = self.where[spec_hash], f"database.installs.{spec_hash}.spec"
+        arch = _decode_part(location, f"{where}.arch", node.arch, _Arch)
+        target = arch.target if isinstance(arch.target, str) else arch.target.name
+        parameters = _decode_part(location, f"{where}.parameters", node.parameters, dict[str, bool | str | list[str]])
+        for field, value in (
+            ("name", node.name),
+            ("version", node.version),
+            ("arch.platform", arch.platform),
+            ("arch.platform_os", arch.platform_os),
+            ("arch.target", target),
+        ):
+            if not _TEXT.fullmatch(value):
+                raise InputError(location, f"{where}.{field}", f"expected text without spaces, found {value!r:.80}")
+        raw_variants = tuple(_variants(parameters, database_version))
+        key = ("index", node.version, compiler, arch.platform_os, arch.platform, target, raw_variants)
+        return self.configurations.add(key, lambda number: _make_built(location, where, number, key))
+
+    def _compiler_text(self, node, edges):
+        if node.compiler is not None:
+            return f"{node.compiler.name}@={node.compiler.version}"
+        annotations = node.annotations
+        if annotations is not None and annotations.original_specfile_version < 5 and annotations.compiler:
+            return annotations.compiler
+        for language in COMPILER_LANGUAGES:
+            for dependency_hash, kind in edges:
+                if language in kind.virtuals:
+                    provider = self.records[dependency_hash][0].spec
+                    return f"{provider.name}@{provider.version}"
+        return "none"
+
+    def _edges(self, spec_hash):
+        """The node's dependencies as (hash, DependencyKind), sorted by hash; the same hash twice is one edge
+        with both edges' types."""
+        edges = sorted((d.hash, self._kind(spec_hash, d)) for d in _dependencies(self.records[spec_hash][0].spec))
+        if len({dependency_hash for dependency_hash, _ in edges}) == len(edges):
+            return tuple(edges)
+        merged = {}
+        for dependency_hash, kind in edges:
+            before = merged.get(dependency_hash, DependencyKind((), ()))
+            merged[dependency_hash] = DependencyKind(
+                tuple(sorted({*before.deptypes, *kind.deptypes})), tuple(sorted({*before.virtuals, *kind.virtuals}))
+            )
+        return tuple(merged.items())
+
+    def _kind(self, spec_hash, dependency):
+        """An edge's DependencyKind, read once per distinct raw JSON."""
+        raw = bytes(dependency.parameters) or bytes(dependency.type)
+        kind = self.kinds.get(raw)
+        if kind is None:
+            location, where = self.where[spec_hash], f"database.installs.{spec_hash}.spec.dependencies"
+            if dependency.parameters:
+                parameters = _decode_part(location, where, dependency.parameters, _EdgeParameters)
+                deptypes, virtuals = parameters.deptypes, parameters.virtuals
+            else:
+                deptypes, virtuals = _decode_part(location, where, dependency.type, list[str]) if raw else [], []
+            kind = self.kinds[raw] = DependencyKind(tuple(sorted(set(deptypes))), tuple(sorted(set(virtuals))))
+        return kind
 
 
-def node_built(location, spec_hash, node, database_version, records, configurations):
-    """The Built of a record: its version, compiler, arch and variants by the rules cache.spack.io used."""
-    where = f"database.installs.{spec_hash}.spec"
-    for field, value in (
-        ("name", node.name),
-        ("version", node.version),
-        ("arch.platform", node.arch.platform),
-        ("arch.platform_os", node.arch.platform_os),
-        ("arch.target", _target(node)),
-    ):
-        if not _TEXT.fullmatch(value):
-            raise InputError(location, f"{where}.{field}", f"expected text without spaces, found {value!r:.80}")
-    compiler = _compiler_text(location, where, node, records)
-    raw_variants = tuple(_variants(location, where, node, database_version))
-    key = ("index", node.version, compiler, node.arch.platform_os, node.arch.platform, _target(node), raw_variants)
-    return configurations.add(key, lambda number: _make_built(location, where, number, key))
+def _decode_part(location, where, raw, shape):
+    try:
+        return msgspec.json.decode(raw, type=shape)
+    except msgspec.ValidationError as error:
+        raise _validation_error(location, error, where) from error
 
 
 def _make_built(location, where, number, key):
@@ -540,28 +598,9 @@ def _make_built(location, where, number, key):
     return Built(number, version, *parsed, os, platform, target, tuple(variants), raw_variants)
 
 
-def _target(node):
-    target = node.arch.target
-    return target if isinstance(target, str) else target.name
-
-
-def _compiler_text(location, where, node, records):
-    if node.compiler is not None:
-        return f"{node.compiler.name}@={node.compiler.version}"
-    annotations = node.annotations
-    if annotations is not None and annotations.original_specfile_version < 5 and annotations.compiler:
-        return annotations.compiler
-    for language in COMPILER_LANGUAGES:
-        for dependency in _dependencies(node):
-            if dependency.parameters and language in dependency.parameters.virtuals:
-                provider = records[dependency.hash][0].spec
-                return f"{provider.name}@{provider.version}"
-    return "none"
-
-
-def _variants(location, where, node, database_version):
-    """The node's parameters as Spack prints its variants, in the parameters' order."""
-    for name, value in node.parameters.items():
+def _variants(parameters, database_version):
+    """A node's parameters as Spack prints its variants, in the parameters' order."""
+    for name, value in parameters.items():
         if name in COMPILER_FLAGS:
             continue
         if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):

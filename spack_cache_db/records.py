@@ -3,7 +3,7 @@
 A Document is one tag's binaries of one package: a cache page, or the part of a tag's build-cache
 indexes that is about one package. A Binary is one spec in it; its Built is what was built, which
 many binaries share. Build-cache indexes also give Nodes (specs that are only dependencies, such as
-externals) and the dependency edges between hashes.
+externals) and the dependency edges between hashes: (dependency hash, DependencyKind) pairs.
 """
 
 import sys
@@ -37,12 +37,11 @@ class Built(NamedTuple):
     raw_variants: tuple  # the same, as written
 
 
-class Edge(NamedTuple):
-    """A dependency of a spec, as Spack records it."""
+class DependencyKind(NamedTuple):
+    """How a spec depends on another, as Spack records it; many edges share one."""
 
-    hash: str
-    deptypes: tuple  # build, link, run, test
-    virtuals: tuple  # the virtual packages it provides to the dependent (mpi, c, cxx, ...)
+    deptypes: tuple  # build, link, run, test (sorted)
+    virtuals: tuple  # the virtual packages it provides to the dependent (mpi, c, cxx, ...; sorted)
 
 
 class Binary(NamedTuple):
@@ -53,7 +52,7 @@ class Binary(NamedTuple):
     stacks: tuple  # sorted
     size: int | None
     extra: dict  # fields the format does not document (e.g. a page's tarball), kept
-    dependencies: tuple | None = None  # of Edge; None where the input does not say (pages)
+    dependencies: tuple | None = None  # of (hash, DependencyKind); None where the input does not say (pages)
 
 
 class Node(NamedTuple):
@@ -63,7 +62,7 @@ class Node(NamedTuple):
     package: str
     built: Built
     external: bool
-    dependencies: tuple  # of Edge
+    dependencies: tuple  # of (hash, DependencyKind)
 
 
 @dataclass

@@ -726,3 +726,32 @@ def test_a_synthetic_history_built_from_its_pages_and_from_its_indexes_has_the_s
         {"layout": "v3", "database_version": "8"},
     ]
     assert rows(from_indexes, "SELECT count(*) > 0 AS some FROM spec_dependencies") == [{"some": 1}]
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_keep_going_removes_what_a_failing_tag_wrote_before_it_failed(tmp_path, monkeypatch, incremental):
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_EVERY", 1)  # every document goes to the writer at once
+
+    def other_facts(database):  # the same hash as in tag a, another version: the last package of tag b
+        database["installs"][LIBELF_CORE2]["spec"]["version"] = "0.8.14"
+
+    write_v2(tmp_path / "a", sample_index("8"))
+    write_v2(tmp_path / "b", edited(sample_index("8"), other_facts))
+    db = tmp_path / "cache.db"
+    if incremental:
+        build([SEEDS], db)
+    summary = build([SEEDS, f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}"], db, keep_going=True)
+    assert summary.failed_tags == ["b"]
+    assert [str(error).split(": ", 1)[1] for error in summary.index_failures] == [
+        f"database.installs.{LIBELF_CORE2}: expected the same facts wherever hash {LIBELF_CORE2} appears, but "
+        f"{tmp_path / 'a' / 'build_cache' / 'index.json'} lists it as libelf@0.8.13 build_system=generic "
+        "arch=test-debian6-core2 %gcc@10.2.1 and this input as libelf@0.8.14 build_system=generic "
+        "arch=test-debian6-core2 %gcc@10.2.1"
+    ]
+    assert rows(db, "SELECT DISTINCT tag FROM binaries WHERE tag IN ('a', 'b')") == [{"tag": "a"}]
+    assert binaries(db, "a") == expected_binaries("a", "8")
+    assert rows(db, "SELECT count(*) AS n FROM versions WHERE version = '0.8.14'") == [{"n": 0}]
+    assert rows(db, "PRAGMA foreign_key_check") == []
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO listings_fts (listings_fts) VALUES ('integrity-check')")
+    assert conn.execute("SELECT count(*) FROM listings_fts WHERE listings_fts MATCH 'libelf'").fetchone() == (2,)
