@@ -11,15 +11,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, load, microarchitectures
+from .files import FileError, identity
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
-    PageError,
     file_digest,
     find_inputs,
     page_document,
-    read_bytes,
     read_page,
+    read_source,
     read_tags_yaml,
 )
 from .records import Configurations, InputError
@@ -56,6 +56,7 @@ class Plan:
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
     tags_digest: str
+    problems: list  # InputError: folders that could not be walked (recorded with --keep-going)
 
 
 def build(paths, output, *, keep_going=False, strict=False, progress=None):
@@ -64,6 +65,8 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
     output = Path(output)
     remove_stale_temporaries(output)
     inputs = find_inputs(paths)
+    if inputs.problems and not keep_going:
+        raise inputs.problems[0]
     existing = _existing_sources(output)
     plan = _plan(inputs, existing)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
@@ -72,6 +75,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
         existing is not None
         and not (plan.to_read or plan.touched or plan.removed)
         and plan.tags_digest == existing["tags"]
+        and {(e.path, e.field, e.expected) for e in plan.problems} == existing["input_problems"]
     ):
         summary.up_to_date = True
         summary.counts = counts(output)
@@ -168,11 +172,17 @@ def _existing_sources(output):
                     "SELECT path, size, mtime_ns, digest, outcome FROM sources"
                 )
             }
+            input_problems = set(conn.execute(INPUT_PROBLEMS))
         finally:
             conn.close()
     except sqlite3.DatabaseError:
         return None
-    return {"sources": sources, "tags": info.get("tags_digest", "")}
+    return {"sources": sources, "tags": info.get("tags_digest", ""), "input_problems": input_problems}
+
+
+# Problems about inputs rather than files read (a folder that could not be read): an incremental build
+# records them again.
+INPUT_PROBLEMS = "SELECT path, field, message FROM problems WHERE path NOT IN (SELECT path FROM sources)"
 
 
 def _plan(inputs, existing):
@@ -185,23 +195,29 @@ def _plan(inputs, existing):
         if before is None or before[3] == "rejected":
             to_read.append(source)
             continue
-        stat = _stat(source.path)
-        if (stat.st_size, stat.st_mtime_ns) == before[:2]:
+        change = _change(source, before)
+        if change is None:
             unchanged += 1
-        elif file_digest(read_bytes(source.path)) == before[2]:
-            touched.append((source, stat))
-        else:
+        elif change == "content":
             to_read.append(source)
+        else:
+            touched.append((source, change))
     seen = {source.path for source in inputs.files}
     removed = [path for path in known if path not in seen]
-    return Plan(to_read, touched, unchanged, removed, tags, tags_digest)
+    return Plan(to_read, touched, unchanged, removed, tags, tags_digest, inputs.problems)
 
 
-def _stat(path):
+def _change(source, before):
+    """None when the file is as an earlier build read it; the new Identity when only that changed (the same
+    digest); 'content' otherwise, and when it cannot be read now: reading it again will say why."""
     try:
-        return os.stat(path)
-    except OSError as error:
-        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+        now = identity(os.stat(source.path))
+        if (now.size, now.mtime_ns) == before[:2]:
+            return None
+        data, now = read_source(source)
+    except (OSError, FileError):
+        return "content"
+    return now if file_digest(data) == before[2] else "content"
 
 
 def _load(conn, path, plan, summary, keep_going, progress):
@@ -216,13 +232,16 @@ def _load(conn, path, plan, summary, keep_going, progress):
         if changed_tags:  # pages went: whatever only they used goes too
             load.prune_orphans(conn, full_text=True)
         conn.execute("DELETE FROM tag_stacks")
-        for source, stat in plan.touched:
-            conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
+        conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
+        for source, now in plan.touched:
+            conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (now.mtime_ns, source.path))
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
     writer = BackgroundWriter(path)
     try:
         loader = load.Loader(conn, writer)
         configurations = Configurations()
+        for error in plan.problems:
+            _record_problem(loader, summary, error)
         if progress:
             progress.start(len(plan.to_read))
         for source in plan.to_read:
@@ -248,7 +267,7 @@ def _load_file(loader, configurations, source, summary, keep_going):
     checkpoint = loader.checkpoint()
     data, page, outcome, specs = None, None, "page", 0
     try:
-        data = read_bytes(source.path)
+        data, read = read_source(source)
         page = read_page(source, data)
         document = page_document(page, configurations)
         loader.add_document(document)
@@ -269,13 +288,17 @@ def _load_file(loader, configurations, source, summary, keep_going):
             raise
         loader.rollback(checkpoint)
         outcome = "rejected"
-        summary.rejected.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
+        _record_problem(loader, summary, error)
     if data is not None:
-        stat = _stat(source.path)
         digest = page.digest if page else file_digest(data)
-        loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, digest, outcome))
+        loader.queue("sources", (source.path, read.size, read.mtime_ns, digest, outcome))
     return specs
+
+
+def _record_problem(loader, summary, error):
+    """With --keep-going: an input that could not be read, in the summary and the problems table."""
+    summary.rejected.append(error)
+    loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
 
 
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):

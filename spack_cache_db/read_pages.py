@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from .files import FileError, display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
 from .normalise import HASH, derived_meta, parse_compiler, parse_variant
 from .records import Binary, Built, Document, InputError, interned
 
@@ -55,39 +56,87 @@ class Page:
 class Inputs:
     files: list
     tags_yaml: list  # paths of _data/tags.yaml files
+    problems: list = field(default_factory=list)  # PageError: folders that could not be walked or were not
 
 
 def find_inputs(paths):
     """Expand files, folders and checkouts into page files (sorted, for a deterministic build)."""
-    files, tags_yaml = {}, []
+    files, tags_yaml, problems = {}, [], []
     for given in paths:
         root = Path(given)
         if root.is_file():
             files[str(root)] = SourceFile(str(root), explicit=True)
             continue
         if not root.is_dir():
-            raise PageError(given, "path", "expected an existing file or folder")
+            raise PageError(given, "path", _neither_file_nor_folder(root))
         for data_dir in (root / "_data", root.parent / "_data"):
-            if (data_dir / "tags.yaml").is_file() and str(data_dir / "tags.yaml") not in tags_yaml:
+            if (data_dir / "tags.yaml").exists() and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
-        for path in _walk(root):
-            files.setdefault(str(path), _source_file(path))
-    return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml)
+        for path in _walk(root, problems):
+            source = _source_file(path)
+            if source.explicit or is_regular_file(path):  # elsewhere a FIFO, a device or a dangling link is no page
+                files.setdefault(str(path), source)
+    return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
 
 
-def _walk(root):
-    """Files under root, in sorted order; folders that are symbolic links are followed, each folder once."""
-    seen = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        folder = os.stat(dirpath)
+def _neither_file_nor_folder(path):
+    try:
+        return f"expected a regular file or a folder, found {kind_of(os.stat(path).st_mode)}"
+    except OSError as error:
+        return f"expected an existing file or folder ({error.strerror})"
+
+
+def _walk(root, problems):
+    """Files under root, in sorted order. Folders that are links are followed when they lead inside root,
+    each folder once; a link that leads out of root, or a folder that cannot be read, goes to problems."""
+    top, seen = os.path.realpath(root), set()
+
+    def unreadable(error):
+        problems.append(
+            PageError(display_path(error.filename), "folder", f"expected a readable folder ({error.strerror})")
+        )
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
+        try:
+            folder = os.stat(dirpath)
+        except OSError as error:  # gone since it was listed
+            unreadable(error)
+            dirnames.clear()
+            continue
         if (folder.st_dev, folder.st_ino) in seen:  # a link back to a folder already walked
             dirnames.clear()
             continue
         seen.add((folder.st_dev, folder.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("_data", "_site"))
+        dirnames[:] = [
+            name
+            for name in sorted(dirnames)
+            if not name.startswith(".")
+            and name not in ("_data", "_site")
+            and _inside(top, root, dirpath, name, problems)
+        ]
         for name in sorted(filenames):
             if not name.startswith("."):
                 yield Path(dirpath) / name
+
+
+def _inside(top, root, dirpath, name, problems):
+    """Whether the folder dirpath/name is inside the input root (top, after links): a link out of it is not
+    followed, so that a link to / does not walk the whole machine."""
+    path = os.path.join(dirpath, name)
+    if not os.path.islink(path):
+        return True
+    target = os.path.realpath(path)
+    if os.path.commonpath([top, target]) == top:
+        return True
+    problems.append(
+        PageError(
+            display_path(path),
+            "folder",
+            f"expected a folder inside {display_path(str(root))}, found a link to {display_path(target)}"
+            " (not followed: name it as an input to read it)",
+        )
+    )
+    return False
 
 
 def _source_file(path):
@@ -104,12 +153,11 @@ def file_digest(data):
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def read_bytes(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as error:
-        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+def read_source(source):
+    """The bytes of a source file and the Identity of what was read; raises FileError (an InputError)."""
+    if not is_storable_text(source.path):
+        raise FileError(display_path(source.path), "file", "expected a file name in UTF-8 (names are stored as text)")
+    return read_regular_file(source.path)
 
 
 def read_page(source, data):
@@ -303,10 +351,10 @@ def _tag(path, fields):
 
 def read_tags_yaml(path):
     """[(tag name, [stack, ...]), ...] from a cache.spack.io _data/tags.yaml, names kept as text."""
+    data, _ = read_regular_file(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            entries = yaml.load(f, Loader=yaml.BaseLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        entries = yaml.load(data.decode("utf-8"), Loader=yaml.BaseLoader)
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
         raise PageError(path, "tags", f"expected a readable YAML list of tags ({_one_line(error)})") from error
     if not isinstance(entries, list):
         raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")

@@ -1,0 +1,362 @@
+"""Issue 13: hostile input and a hostile file system. Nothing hangs, nothing outside the output is touched, and
+every error is one line naming the file, the field and what was expected.
+
+Command-line cases run build_db.py as a subprocess under a time limit and check its exit status, the lines it
+prints, that no traceback shows, that the previous database is byte for byte as it was and that no other file
+changed. Races (a file changed at the moment it is read) are staged in-process, where a hook acts at that
+exact moment, under the same time limit."""
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pagemaker import page_text, spec, write_page
+
+from spack_cache_db import build as build_module
+from spack_cache_db import files
+from spack_cache_db.build import build
+from spack_cache_db.records import InputError
+
+PROJECT = Path(__file__).resolve().parent.parent
+TIME_LIMIT = 60  # seconds, for every case: a hang fails its test rather than the whole suite
+
+
+def run_cli(*args, **options):
+    command = [sys.executable, str(PROJECT / "build_db.py"), *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT, **options)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+def snapshot(root, output):
+    """Every file, folder and link under root but the output (and its temporary files), with whatever would
+    show that it changed. Links are not followed; only regular files are read."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path == output or name.startswith(f".{output.name}.tmp-"):
+                continue
+            info = os.lstat(path)
+            content = None
+            if stat.S_ISREG(info.st_mode) and info.st_size < 16 * 2**20:
+                content = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif stat.S_ISLNK(info.st_mode):
+                content = os.readlink(path)
+            if stat.S_ISDIR(info.st_mode):  # what it holds is compared: its times change with a temporary file
+                found[str(path)] = (info.st_mode, None, None, None)
+            else:
+                found[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, content)
+    return found
+
+
+def temporaries(output):
+    return sorted(p.name for p in output.parent.glob(f".{output.name}.tmp-*"))
+
+
+@pytest.fixture(scope="module")
+def previous(tmp_path_factory):
+    """A database built before the hostile input arrives."""
+    root = tmp_path_factory.mktemp("previous")
+    write_page(root, "cli11", "develop", [spec("previous-cli11", versions=["2.4.2"])])
+    build([str(root / "_cache")], root / "cache.db")
+    return root / "cache.db"
+
+
+class Scene:
+    """A checkout with one good page, an output folder holding the previous database, and the checks of
+    issue 13 around each command."""
+
+    def __init__(self, root, previous):
+        self.root = root
+        self.site = root / "site"
+        self.good = write_page(self.site, "bolt", "develop", [spec("good-bolt")])
+        self.output = root / "out" / "cache.db"
+        self.output.parent.mkdir()
+        shutil.copyfile(previous, self.output)
+
+    def page_path(self, package, tag="develop"):
+        """Where _cache/<tag>/<package>/specs.md goes, its folder made."""
+        path = self.site / "_cache" / tag / package / "specs.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def fails(self, *args, error, command="build"):
+        """The command exits 1 printing 'Error: <error>' and that the output was left as it was, and
+        changes nothing at all."""
+        before, others = self.output.read_bytes(), snapshot(self.root, self.output)
+        result = run_cli(command, *args, "-o", self.output)
+        assert result.returncode == 1, result.stderr
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [f"Error: {error}", f"{self.output} was left as it was."]
+        assert self.output.read_bytes() == before
+        assert snapshot(self.root, self.output) == others
+        assert temporaries(self.output) == []
+        return result
+
+    def keeps_going(self, *args, rejected):
+        """With --keep-going the build exits 0, lists each rejected input and records it in problems,
+        touching nothing but the output. rejected: ['<file>: <field>: <expected>', ...]"""
+        others = snapshot(self.root, self.output)
+        result = run_cli("build", *args, "-o", self.output, "--keep-going")
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        assert [line.strip() for line in result.stdout.splitlines() if "rejected: " in line] == [
+            f"rejected: {line}" for line in rejected
+        ]
+        assert self.problems() == sorted(rejected)
+        assert snapshot(self.root, self.output) == others
+        assert temporaries(self.output) == []
+        return result
+
+    def problems(self):
+        conn = sqlite3.connect(self.output)
+        try:
+            rows = conn.execute("SELECT path, field, message FROM problems WHERE severity = 'error'").fetchall()
+        finally:
+            conn.close()
+        return sorted(": ".join(row) for row in rows)
+
+    def packages(self):
+        conn = sqlite3.connect(self.output)
+        try:
+            return [row[0] for row in conn.execute("SELECT package FROM binaries ORDER BY package")]
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def scene(tmp_path, previous):
+    return Scene(tmp_path, previous)
+
+
+@pytest.fixture
+def time_limit():
+    """In-process cases stop with an error after TIME_LIMIT seconds instead of hanging."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {TIME_LIMIT} s")
+
+    previous_handler = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TIME_LIMIT)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous_handler)
+
+
+# Class 1: special files in the input tree. Only regular files are read, never past the size cap; a folder link
+# out of the input is not followed.
+
+
+def test_a_fifo_named_specs_md_is_refused_without_waiting_for_a_writer(scene):
+    fifo = scene.page_path("fifo")
+    os.mkfifo(fifo)
+    scene.fails(scene.site, error=f"{fifo}: file: expected a regular file, found a FIFO (named pipe)")
+
+
+def test_a_page_that_links_to_dev_zero_is_refused_unread(scene):
+    page = scene.page_path("zero")
+    page.symlink_to("/dev/zero")
+    scene.fails(scene.site, error=f"{page}: file: expected a regular file, found a character device")
+
+
+def test_a_socket_named_specs_md_is_refused(scene):
+    page = scene.page_path("socket")
+    os.mknod(page, 0o600 | stat.S_IFSOCK)
+    scene.fails(scene.site, error=f"{page}: file: expected a regular file, found a socket")
+
+
+def test_a_page_over_the_size_cap_is_refused_unread(scene):
+    page = scene.page_path("huge")
+    with open(page, "wb") as f:
+        f.truncate(files.MAX_FILE_BYTES + 1)  # sparse: costs no disk
+    scene.fails(scene.site, error=f"{page}: file: expected at most 256 MiB, found {files.MAX_FILE_BYTES + 1:,} bytes")
+
+
+def test_a_folder_link_to_the_root_of_the_machine_is_not_walked(scene):
+    link = scene.site / "_cache" / "everything"
+    link.symlink_to("/", target_is_directory=True)
+    scene.fails(
+        scene.site,
+        error=f"{link}: folder: expected a folder inside {scene.site}, found a link to /"
+        " (not followed: name it as an input to read it)",
+    )
+
+
+def test_a_folder_link_up_and_out_of_the_input_is_not_walked(scene):
+    link = scene.site / "_cache" / "develop" / "up"
+    link.symlink_to("../../..", target_is_directory=True)  # scene.root: the output's folder is in it
+    scene.fails(
+        scene.site,
+        error=f"{link}: folder: expected a folder inside {scene.site}, found a link to {scene.root}"
+        " (not followed: name it as an input to read it)",
+    )
+
+
+def test_a_fifo_named_as_an_input_is_refused(scene):
+    fifo = scene.root / "pipe.md"
+    os.mkfifo(fifo)
+    scene.fails(fifo, error=f"{fifo}: path: expected a regular file or a folder, found a FIFO (named pipe)")
+
+
+def test_a_tags_yaml_that_links_to_dev_zero_is_refused_unread(scene):
+    tags = scene.site / "_data" / "tags.yaml"
+    tags.parent.mkdir()
+    tags.symlink_to("/dev/zero")
+    scene.fails(scene.site, error=f"{tags}: file: expected a regular file, found a character device")
+
+
+def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
+    os.mkfifo(scene.site / "notes")
+    (scene.site / "zero.md").symlink_to("/dev/zero")
+    (scene.site / "gone.md").symlink_to(scene.root / "missing")
+    others = snapshot(scene.root, scene.output)
+    result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert scene.packages() == ["bolt"]
+    assert snapshot(scene.root, scene.output) == others
+
+
+def test_keep_going_records_special_files_and_builds_the_rest(scene):
+    fifo = scene.page_path("fifo")
+    os.mkfifo(fifo)
+    zero = scene.page_path("zero", tag="v0.23.1")
+    zero.symlink_to("/dev/zero")
+    link = scene.site / "_cache" / "elsewhere"
+    link.symlink_to(scene.root / "out", target_is_directory=True)
+    scene.keeps_going(
+        scene.site,
+        rejected=[
+            f"{link}: folder: expected a folder inside {scene.site}, found a link to {scene.root / 'out'}"
+            " (not followed: name it as an input to read it)",
+            f"{fifo}: file: expected a regular file, found a FIFO (named pipe)",
+            f"{zero}: file: expected a regular file, found a character device",
+        ],
+    )
+    assert scene.packages() == ["bolt"]
+
+
+# Class 2: files that change while being read. What is recorded of a file is what was read: its identity comes
+# from the open file, before it is read.
+
+
+def replace_after_reading(monkeypatch, path, new_text):
+    """Replace path with a new file (new size, new modification time) the moment after it has been read."""
+    read_at_most = files._read_at_most
+
+    def read_then_replace(name, fd, size, limit):
+        data = read_at_most(name, fd, size, limit)
+        if name == str(path):
+            path.with_name("new").write_text(new_text)
+            os.replace(path.with_name("new"), path)
+        return data
+
+    monkeypatch.setattr(files, "_read_at_most", read_then_replace)
+
+
+def hashes(db):
+    conn = sqlite3.connect(db)
+    try:
+        return sorted(row[0] for row in conn.execute("SELECT hash FROM specs"))
+    finally:
+        conn.close()
+
+
+def test_a_page_replaced_while_it_is_read_is_read_again_by_the_next_build(scene, monkeypatch, time_limit):
+    page = scene.page_path("cli11")
+    page.write_text(page_text("cli11", "develop", [spec("old")]))
+    replace_after_reading(monkeypatch, page, page_text("cli11", "develop", [spec("new"), spec("newer")]))
+    build([str(scene.site)], scene.output)
+    assert hashes(scene.output) == sorted([spec("good-bolt")["hash"], spec("old")["hash"]])
+    monkeypatch.undo()
+    summary = build([str(scene.site)], scene.output)
+    assert (summary.up_to_date, summary.pages_read) == (False, 1)
+    assert hashes(scene.output) == sorted(spec(seed)["hash"] for seed in ("good-bolt", "new", "newer"))
+
+
+def test_a_page_that_changes_during_the_read_is_refused(scene, monkeypatch, time_limit):
+    page = scene.page_path("cli11")
+    page.write_text(page_text("cli11", "develop", [spec("old")]))
+    read_at_most = files._read_at_most
+
+    def read_while_appending(name, fd, size, limit):
+        data = read_at_most(name, fd, size, limit)
+        if name == str(page):
+            with open(page, "a") as f:
+                f.write("\n")
+        return data
+
+    monkeypatch.setattr(files, "_read_at_most", read_while_appending)
+    before = scene.output.read_bytes()
+    with pytest.raises(InputError) as raised:
+        build([str(scene.site)], scene.output)
+    assert str(raised.value) == f"{page}: file: expected a file that does not change while it is read (read it again)"
+    assert scene.output.read_bytes() == before
+    summary = build([str(scene.site)], scene.output, keep_going=True)  # appends once more: recorded
+    assert [str(error) for error in summary.rejected] == [str(raised.value)]
+    monkeypatch.undo()
+    summary = build([str(scene.site)], scene.output)  # a rejected page is read again
+    assert (summary.pages_read, summary.rejected) == (1, [])
+
+
+def delete_when_read(monkeypatch, path, before_reading):
+    read_source = build_module.read_source
+
+    def delete_then_read(source):
+        if source.path == str(path) and before_reading:
+            path.unlink()
+        found = read_source(source)
+        if source.path == str(path) and not before_reading:
+            path.unlink()
+        return found
+
+    monkeypatch.setattr(build_module, "read_source", delete_then_read)
+
+
+def test_a_page_deleted_before_it_is_read_is_a_recorded_problem_with_keep_going(scene, monkeypatch, time_limit):
+    page = scene.page_path("cli11")
+    page.write_text(page_text("cli11", "develop", [spec("cli11")]))
+    delete_when_read(monkeypatch, page, before_reading=True)
+    summary = build([str(scene.site)], scene.output, keep_going=True)
+    assert [str(error) for error in summary.rejected] == [
+        f"{page}: file: expected a readable file (No such file or directory)"
+    ]
+    assert scene.packages() == ["bolt"]
+
+
+def test_a_page_deleted_right_after_it_is_read_is_kept_as_read(scene, monkeypatch, time_limit):
+    page = scene.page_path("cli11")
+    page.write_text(page_text("cli11", "develop", [spec("cli11")]))
+    delete_when_read(monkeypatch, page, before_reading=False)
+    summary = build([str(scene.site)], scene.output, keep_going=True)
+    assert (summary.rejected, scene.packages()) == ([], ["bolt", "cli11"])
+    monkeypatch.undo()
+    summary = build([str(scene.site)], scene.output)
+    assert (summary.pages_removed, scene.packages()) == (1, ["bolt"])
+
+
+def test_a_known_page_deleted_while_the_build_plans_is_a_recorded_problem(scene, monkeypatch, time_limit):
+    page = scene.page_path("cli11")
+    page.write_text(page_text("cli11", "develop", [spec("cli11")]))
+    build([str(scene.site)], scene.output)
+    os.utime(page, ns=(1, 1))  # the plan compares its digest
+    change = build_module._change
+
+    def delete_then_compare(source, before):
+        if source.path == str(page):
+            page.unlink()
+        return change(source, before)
+
+    monkeypatch.setattr(build_module, "_change", delete_then_compare)
+    summary = build([str(scene.site)], scene.output, keep_going=True)
+    assert [str(error) for error in summary.rejected] == [
+        f"{page}: file: expected a readable file (No such file or directory)"
+    ]
+    assert scene.packages() == ["bolt"]
