@@ -89,48 +89,50 @@ def _neither_file_nor_folder(path):
 def _walk(root, problems):
     """Files under root, in sorted order. Folders that are links are followed when they lead inside root,
     each folder once; a link that leads out of root, or a folder that cannot be read, goes to problems."""
-    top, seen = os.path.realpath(root), set()
-
-    def unreadable(error):
-        problems.append(
-            PageError(display_path(error.filename), "folder", f"expected a readable folder ({error.strerror})")
-        )
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=True):
+    top, seen, pending = os.path.realpath(root), set(), [root]
+    while pending:
+        folder = pending.pop()
         try:
-            folder = os.stat(dirpath)
-        except OSError as error:  # gone since it was listed
-            unreadable(error)
-            dirnames.clear()
+            info = os.stat(folder)
+            if (info.st_dev, info.st_ino) in seen:  # a link to a folder already walked
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(folder) as listing:
+                entries = sorted((entry for entry in listing if not entry.name.startswith(".")), key=_name)
+        except OSError as error:
+            problems.append(PageError(display_path(folder), "folder", f"expected a readable folder ({error.strerror})"))
             continue
-        if (folder.st_dev, folder.st_ino) in seen:  # a link back to a folder already walked
-            dirnames.clear()
-            continue
-        seen.add((folder.st_dev, folder.st_ino))
-        dirnames[:] = [
-            name
-            for name in sorted(dirnames)
-            if not name.startswith(".")
-            and name not in ("_data", "_site")
-            and _inside(top, root, dirpath, name, problems)
-        ]
-        for name in sorted(filenames):
-            if not name.startswith("."):
-                yield Path(dirpath) / name
+        subfolders = []
+        for entry in entries:
+            if not _is_folder(entry):
+                yield folder / entry.name
+            elif entry.name not in ("_data", "_site") and _inside(top, root, entry, problems):
+                subfolders.append(folder / entry.name)
+        pending.extend(reversed(subfolders))
 
 
-def _inside(top, root, dirpath, name, problems):
-    """Whether the folder dirpath/name is inside the input root (top, after links): a link out of it is not
+def _name(entry):
+    return entry.name
+
+
+def _is_folder(entry):
+    try:
+        return entry.is_dir()
+    except OSError:  # cannot be looked at: read as a file, which says why
+        return False
+
+
+def _inside(top, root, entry, problems):
+    """Whether the folder entry is inside the input root (top, after links): a link out of it is not
     followed, so that a link to / does not walk the whole machine."""
-    path = os.path.join(dirpath, name)
-    if not os.path.islink(path):
+    if not entry.is_symlink():
         return True
-    target = os.path.realpath(path)
+    target = os.path.realpath(entry.path)
     if os.path.commonpath([top, target]) == top:
         return True
     problems.append(
         PageError(
-            display_path(path),
+            display_path(entry.path),
             "folder",
             f"expected a folder inside {display_path(str(root))}, found a link to {display_path(target)}"
             " (not followed: name it as an input to read it)",
