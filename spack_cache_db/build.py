@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, load, microarchitectures
-from .files import FileError, identity
+from .files import FileError, Identity, identity
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
@@ -167,9 +167,9 @@ def _existing_sources(output):
             if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
                 return None
             sources = {
-                path: (size, mtime, digest, outcome)
-                for path, size, mtime, digest, outcome in conn.execute(
-                    "SELECT path, size, mtime_ns, digest, outcome FROM sources"
+                path: (Identity(size, mtime, ctime, inode), digest, outcome)
+                for path, size, mtime, ctime, inode, digest, outcome in conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, digest, outcome FROM sources"
                 )
             }
             input_problems = set(conn.execute(INPUT_PROBLEMS))
@@ -192,7 +192,7 @@ def _plan(inputs, existing):
     to_read, touched, unchanged = [], [], 0
     for source in inputs.files:
         before = known.get(source.path)
-        if before is None or before[3] == "rejected":
+        if before is None or before[2] == "rejected":
             to_read.append(source)
             continue
         change = _change(source, before)
@@ -208,16 +208,17 @@ def _plan(inputs, existing):
 
 
 def _change(source, before):
-    """None when the file is as an earlier build read it; the new Identity when only that changed (the same
-    digest); 'content' otherwise, and when it cannot be read now: reading it again will say why."""
+    """None when the file is as an earlier build read it (size, mtime, ctime and inode); the new Identity when
+    only that changed (a copy, a touch: the same digest); 'content' otherwise, and when it cannot be read
+    now: reading it again will say why."""
+    recorded, digest, _ = before
     try:
-        now = identity(os.stat(source.path))
-        if (now.size, now.mtime_ns) == before[:2]:
+        if identity(os.stat(source.path)) == recorded:
             return None
         data, now = read_source(source)
     except (OSError, FileError):
         return "content"
-    return now if file_digest(data) == before[2] else "content"
+    return now if file_digest(data) == digest else "content"
 
 
 def _load(conn, path, plan, summary, keep_going, progress):
@@ -234,7 +235,10 @@ def _load(conn, path, plan, summary, keep_going, progress):
         conn.execute("DELETE FROM tag_stacks")
         conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
         for source, now in plan.touched:
-            conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (now.mtime_ns, source.path))
+            conn.execute(
+                "UPDATE sources SET mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
+                (now.mtime_ns, now.ctime_ns, now.inode, source.path),
+            )
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
     writer = BackgroundWriter(path)
     try:
@@ -291,7 +295,7 @@ def _load_file(loader, configurations, source, summary, keep_going):
         _record_problem(loader, summary, error)
     if data is not None:
         digest = page.digest if page else file_digest(data)
-        loader.queue("sources", (source.path, read.size, read.mtime_ns, digest, outcome))
+        loader.queue("sources", (source.path, *read, digest, outcome))
     return specs
 
 

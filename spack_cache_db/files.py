@@ -17,10 +17,14 @@ class FileError(InputError):
     """A file that cannot be read: names it, the field 'file' and what was expected."""
 
 
+def _file_error(path, expected):
+    return FileError(display_path(path), "file", expected)
+
+
 class Identity(NamedTuple):
-    """What says that a file is still the one read before. An edit that keeps size and modification time
-    still changes the inode's change time (ctime), which no program can set back; a file replaced by
-    another has another inode."""
+    """What says that a file is still the one an earlier build read. An edit that keeps size and
+    modification time still changes the inode's change time (ctime), which no program can set back; a
+    file replaced by another has another inode. Each as SQLite's 64-bit integers store it."""
 
     size: int
     mtime_ns: int
@@ -28,12 +32,17 @@ class Identity(NamedTuple):
     inode: int
 
 
-def _file_error(path, expected):
-    return FileError(display_path(path), "file", expected)
-
-
 def identity(stat_result):
-    return Identity(stat_result.st_size, stat_result.st_mtime_ns, stat_result.st_ctime_ns, stat_result.st_ino)
+    found = Identity(stat_result.st_size, stat_result.st_mtime_ns, stat_result.st_ctime_ns, stat_result.st_ino)
+    if max(found) < 2**63 and min(found) >= -(2**63):
+        return found
+    return Identity(*map(_int64, found))
+
+
+def _int64(number):
+    """number as a signed 64-bit integer: an inode number can use all 64 bits, and a modification time
+    past 2262 is more nanoseconds than 2**63."""
+    return (number + 2**63) % 2**64 - 2**63
 
 
 _KINDS = (

@@ -6,7 +6,7 @@ import hashlib
 
 import sqlite_utils
 
-SCHEMA_VERSION = 2  # 2: listings and configurations keep only keys; counts for the plugin
+SCHEMA_VERSION = 3  # 2: listings and configurations keep only keys; counts for the plugin. 3: sources' identity
 
 TABLES = """
 CREATE TABLE tags (
@@ -115,6 +115,8 @@ CREATE TABLE sources (
     path TEXT PRIMARY KEY,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
     digest TEXT NOT NULL,
     outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page'))
 ) WITHOUT ROWID;

@@ -7,6 +7,7 @@ from pagemaker import spec, write_page
 from paths import ROOT, SEEDS, SITE
 
 from spack_cache_db.cli import cli
+from spack_cache_db.schema import SCHEMA_VERSION
 
 
 def run(*args):
@@ -103,7 +104,11 @@ def test_export_and_check(tmp_path):
     ).read_bytes()
     result = run("check", db)
     assert result.exit_code == 0
-    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 2"]
+    assert result.output.splitlines()[:3] == [
+        "ok   integrity_check",
+        "ok   foreign_key_check",
+        f"ok   schema version {SCHEMA_VERSION}",
+    ]
 
 
 def test_check_fails_on_a_broken_database(tmp_path):

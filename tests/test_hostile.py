@@ -360,3 +360,68 @@ def test_a_known_page_deleted_while_the_build_plans_is_a_recorded_problem(scene,
         f"{page}: file: expected a readable file (No such file or directory)"
     ]
     assert scene.packages() == ["bolt"]
+
+
+# Class 3: the size-and-mtime shortcut. A file is taken as unchanged only when size, mtime, ctime and inode are
+# all as recorded; otherwise its digest decides, so an edit that keeps size and mtime is read again while a
+# copy or a touch costs one read and no parsing.
+
+
+def edit_keeping_size_and_mtime(page, old, new):
+    assert len(old) == len(new)
+    before = os.stat(page)
+    page.write_text(page.read_text().replace(old, new))
+    os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(page)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_read_again(scene, time_limit):
+    build([str(scene.site)], scene.output)
+    old, new = spec("good-bolt")["hash"], spec("edited-bolt")["hash"]
+    edit_keeping_size_and_mtime(scene.good, old, new)
+    result = run_cli("build", scene.site, "-o", scene.output)
+    assert result.returncode == 0, result.stderr
+    assert "(1 read, 0 unchanged, 0 removed, 0 rejected)" in result.stdout
+    assert hashes(scene.output) == [new]
+
+
+def test_a_page_replaced_by_one_with_the_same_size_and_mtime_is_read_again(scene, time_limit):
+    build([str(scene.site)], scene.output)
+    before = os.stat(scene.good)
+    replacement = scene.root / "replacement.md"
+    replacement.write_text(scene.good.read_text().replace(spec("good-bolt")["hash"], spec("other-bolt")["hash"]))
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, scene.good)
+    summary = build([str(scene.site)], scene.output)
+    assert summary.pages_read == 1
+    assert hashes(scene.output) == [spec("other-bolt")["hash"]]
+
+
+def test_a_copied_tree_is_compared_by_digest_and_not_parsed_again(scene, time_limit):
+    write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    build([str(scene.site)], scene.output)
+    first = hashes(scene.output)
+    scene.site.rename(scene.root / "original")
+    shutil.copytree(scene.root / "original", scene.site)  # copy2: the same sizes and mtimes, new inodes
+    summary = build([str(scene.site)], scene.output)
+    assert (summary.up_to_date, summary.pages_read, summary.pages_unchanged) == (False, 0, 0)
+    assert hashes(scene.output) == first
+    again = build([str(scene.site)], scene.output)
+    assert (again.up_to_date, again.pages_unchanged) == (True, 2)
+
+
+def test_a_permission_change_costs_a_digest_not_a_read(scene, time_limit):
+    build([str(scene.site)], scene.output)
+    scene.good.chmod(0o600)
+    summary = build([str(scene.site)], scene.output)
+    assert (summary.up_to_date, summary.pages_read) == (False, 0)
+    assert build([str(scene.site)], scene.output).up_to_date
+
+
+def test_modification_times_past_2262_and_large_inode_numbers_are_stored(scene, time_limit):
+    os.utime(scene.good, ns=(2**63 + 5, 2**64 + 7))  # more nanoseconds than SQLite's 64-bit integers hold
+    result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert build([str(scene.site)], scene.output).up_to_date
+    assert files._int64(2**64 - 1) == -1 and files._int64(2**63 - 1) == 2**63 - 1
