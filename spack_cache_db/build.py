@@ -254,6 +254,7 @@ def _load(conn, path, plan, summary, keep_going, progress):
                 loader.flush()
             if progress:
                 progress.advance(1, specs)
+        loader.mark("_data/tags.yaml")
         load.load_tags_yaml(loader, plan.tags)
         loader.flush()
         writer.finish()
@@ -269,6 +270,7 @@ def _load(conn, path, plan, summary, keep_going, progress):
 def _load_file(loader, configurations, source, summary, keep_going):
     """Read one file into the loader; returns how many specs it listed."""
     checkpoint = loader.checkpoint()
+    loader.mark(source.path)
     data, page, outcome, specs = None, None, "page", 0
     try:
         data, read = read_source(source)

@@ -15,9 +15,24 @@ _COMPONENT = re.compile(r"[A-Za-z]+|[0-9]+")
 _PRERELEASE_SUFFIX = re.compile(r"^(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)$")
 
 
+def _number(digits):
+    """A key that orders digit strings as the numbers they spell, of any length (int() refuses more than
+    4,300 digits)."""
+    digits = digits.lstrip("0")
+    return (len(digits), digits)
+
+
+_COMPLEMENT = str.maketrans("0123456789", "9876543210")
+
+
+def _number_descending(digits):
+    digits = digits.lstrip("0")
+    return (-len(digits), digits.translate(_COMPLEMENT))
+
+
 def _component_key(component):
     if component.isdigit():
-        return (2, int(component), "")
+        return (2, _number(component), "")
     word = component.lower()
     if word in INFINITY_WORDS:
         return (3, INFINITY_WORDS.index(word), "")
@@ -35,7 +50,7 @@ def version_key(version):
     match = _PRERELEASE_SUFFIX.match(version)
     if match and match.group(1):
         release = match.group(1)
-        prerelease = (PRERELEASES.index(match.group(2)), int(match.group(3)))
+        prerelease = (PRERELEASES.index(match.group(2)), _number(match.group(3)))
     components = tuple(_component_key(c) for c in _COMPONENT.findall(release))
     return (components, prerelease)
 
@@ -71,9 +86,9 @@ def tag_sort_key(tag):
     if tag.kind == "develop":
         return (0,)
     if tag.kind == "release":
-        return (1, tuple(-int(part) for part in tag.release_version.split(".")))
+        return (1, tuple(map(_number_descending, tag.release_version.split("."))))
     if tag.kind == "snapshot":
-        return (2, tuple(-int(part) for part in tag.snapshot_date.split("-")))
+        return (2, tuple(map(_number_descending, tag.snapshot_date.split("-"))))
     return (3, tag.name)
 
 
@@ -170,7 +185,7 @@ def spec_string(package, version, variants, platform, os, target, compiler):
     return text
 
 
-HASH = re.compile(r"^[a-z2-7]{32}$")  # Spack's DAG hash: 32 characters of its base32 alphabet
+HASH = re.compile(r"[a-z2-7]{32}")  # Spack's DAG hash: 32 characters of its base32 alphabet (use fullmatch)
 
 
 def derived_meta(specs):

@@ -183,6 +183,8 @@ def read_page(source, data):
         raise PageError(path, "spec_details", "expected a JSON list of specs")
     for key in ("title", "layout", "categories"):
         fields.pop(key)
+    _check_nested(path, "meta", meta)
+    _check_extra_fields(path, fields)
     key_orders = list(dict.fromkeys(tuple(spec) for spec in specs if type(spec) is dict))  # a page's specs share a few
     sorted_keys = meta_text is not None and _written_sorted(meta, key_orders)  # only the generator's form is
     if meta_text is None:
@@ -201,6 +203,14 @@ def read_page(source, data):
     )
 
 
+def _check_extra_fields(path, fields):
+    """Fields we do not know are kept and written back as 'name: <JSON>' lines: each name must be one."""
+    for key, value in fields.items():
+        if type(key) is not str or not _FIELD_NAME.fullmatch(key):
+            raise PageError(path, "front matter", f"expected field names of letters, digits and '_', found {key!r:.80}")
+        _check_nested(path, key, value)
+
+
 def _decode(path, data, explicit):
     if not data.strip():
         raise PageError(path, "file", "expected a page with YAML front matter, found an empty file")
@@ -216,7 +226,8 @@ def _decode(path, data, explicit):
     return text
 
 
-_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE = re.compile(rf"({_FIELD_NAME.pattern}): (.*)")  # use fullmatch
 # Names become folders on export: no separators, no leading dot.
 _NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
 _NAME = re.compile(f"^{_NAME_PATTERN}$")
@@ -256,7 +267,7 @@ def _generator_form(body):
     """Fast path for pages in the form the generator writes: one 'key: value' line per field."""
     fields = {}
     for line in body.splitlines():
-        match = _LINE.match(line)
+        match = _LINE.fullmatch(line)
         if not match or match.group(1) in fields:
             return None
         key, value = match.groups()
@@ -278,9 +289,47 @@ def _generator_form(body):
 def _json(path, field, text):
     """Numbers written with a fraction keep their text: 1.10 must not become 1.1."""
     try:
-        return json.loads(text, parse_float=str)
+        return json.loads(text, parse_float=str, parse_constant=_not_json)
     except json.JSONDecodeError as error:
         raise PageError(path, field, f"expected valid JSON ({error})") from error
+    except ValueError as error:  # NaN or Infinity; a number past int()'s 4,300 digits
+        raise PageError(path, field, f"expected valid JSON ({_one_line(error).split(';')[0]})") from error
+    except RecursionError as error:
+        raise PageError(path, field, f"expected JSON nested at most {MAX_DEPTH} deep") from error
+
+
+def _not_json(name):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+# How deep a value in a page may nest. Real pages nest 3 deep (spec_details, a spec, its lists); values
+# that nest deeper than Python's recursion limit cannot even be written back.
+MAX_DEPTH = 32
+
+
+def nested_value_problem(value):
+    """None, or what is wrong with a value a page gives as it is (meta, fields we do not know): nested too
+    deep, or text that is not Unicode (a lone UTF-16 surrogate such as \\ud800 cannot be stored)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return f"expected values nested at most {MAX_DEPTH} deep"
+        if type(item) is str:
+            if not is_storable_text(item):
+                return f"expected Unicode text, found {item!r:.80} (a lone surrogate)"
+        elif type(item) is dict:
+            pending.extend((key, depth + 1) for key in item)
+            pending.extend((entry, depth + 1) for entry in item.values())
+        elif type(item) is list:
+            pending.extend((entry, depth + 1) for entry in item)
+    return None
+
+
+def _check_nested(path, field_name, value):
+    problem = nested_value_problem(value)
+    if problem:
+        raise PageError(path, field_name, problem)
 
 
 _USUAL_SPEC_KEYS = tuple(sorted(SPEC_FIELDS))
@@ -293,10 +342,53 @@ def _written_sorted(meta, key_orders):
     return all(keys == _USUAL_SPEC_KEYS or list(keys) == sorted(keys) for keys in key_orders)
 
 
+# Front matter in any form but the generator's one-line JSON is read by PyYAML in Python, at about 0.3 MB/s.
+MAX_YAML_BYTES = 16 * 1024 * 1024
+
+
+class RefusedYaml(Exception):
+    """YAML that pages never need and that would cost too much to read."""
+
+    def __init__(self, expected, mark):
+        super().__init__(f"{expected} (line {mark.line + 1}, column {mark.column + 1})")
+
+
+class PageYamlLoader(yaml.BaseLoader):
+    """BaseLoader (every scalar stays the text the document has) that refuses values nested deeper than
+    MAX_DEPTH: PyYAML composes a node with one recursive call per level."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        if self.depth >= MAX_DEPTH:
+            raise RefusedYaml(f"expected YAML nested at most {MAX_DEPTH} deep", self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(text):
+    """A YAML document as text values; raises yaml.YAMLError or RefusedYaml."""
+    return yaml.load(text, Loader=PageYamlLoader)
+
+
 def _yaml_form(path, body):
-    """Any other YAML: BaseLoader keeps every scalar as the text the document has."""
+    """Any other YAML: every scalar is kept as the text the document has."""
+    if len(body) > MAX_YAML_BYTES:
+        raise PageError(
+            path,
+            "front matter",
+            f"expected YAML front matter of at most {MAX_YAML_BYTES // 2**20} MiB (the generator's one-line form"
+            f" may be longer), found {len(body):,} characters",
+        )
     try:
-        fields = yaml.load(body, Loader=yaml.BaseLoader)
+        fields = load_yaml(body)
+    except RefusedYaml as error:
+        raise PageError(path, "front matter", str(error)) from error
     except yaml.YAMLError as error:
         raise PageError(path, "front matter", f"expected valid YAML ({_one_line(error)})") from error
     if not isinstance(fields, dict):
@@ -353,10 +445,10 @@ def _tag(path, fields):
 
 def read_tags_yaml(path):
     """[(tag name, [stack, ...]), ...] from a cache.spack.io _data/tags.yaml, names kept as text."""
-    data, _ = read_regular_file(path)
+    data, _ = read_regular_file(path, limit=MAX_YAML_BYTES)
     try:
-        entries = yaml.load(data.decode("utf-8"), Loader=yaml.BaseLoader)
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        entries = load_yaml(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, RefusedYaml) as error:
         raise PageError(path, "tags", f"expected a readable YAML list of tags ({_one_line(error)})") from error
     if not isinstance(entries, list):
         raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")
@@ -382,6 +474,8 @@ def _text(entry, key, where):
     value = entry[key]
     if type(value) is not str or not value:
         raise SpecError(f"{where}.{key}", "expected non-empty text")
+    if not is_storable_text(value):
+        raise SpecError(f"{where}.{key}", f"expected Unicode text, found {value!r:.80} (a lone surrogate)")
     return value
 
 
@@ -389,9 +483,13 @@ def _text_list(entry, key, where):
     values = entry[key]
     if type(values) is not list:
         raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-    for value in values:
+    for position, value in enumerate(values):
         if type(value) is not str or not value:
             raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+        if not is_storable_text(value):
+            raise SpecError(
+                f"{where}.{key}[{position}]", f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
+            )
     return values
 
 
@@ -439,7 +537,7 @@ def parse_spec(entry, where, configurations):
         raise SpecError(f"{where}.{missing}", "expected this field")
     built = _built(entry, where, configurations)
     spec_hash = entry["hash"]
-    if type(spec_hash) is not str or not HASH.match(spec_hash):
+    if type(spec_hash) is not str or not HASH.fullmatch(spec_hash):
         _text(entry, "hash", where)
         raise SpecError(
             f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
@@ -459,8 +557,18 @@ def parse_spec(entry, where, configurations):
         built,
         sorted_stacks,
         None if size == "-" else _size(size, where),
-        {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
+        _spec_extra(entry, where) if len(entry) > len(SPEC_FIELDS) else {},
     )
+
+
+def _spec_extra(entry, where):
+    """A spec's fields the format does not document (such as tarball), kept as they are."""
+    extra = {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET}
+    for key, value in extra.items():
+        problem = nested_value_problem(key) or nested_value_problem(value)
+        if problem:
+            raise SpecError(f"{where}.{key}" if is_storable_text(key) else where, problem)
+    return extra
 
 
 def _built(entry, where, configurations):
@@ -502,12 +610,19 @@ def _check_built(entry, where, number):
     )
 
 
+_SIZE_TEXT = re.compile(r"[0-9]{1,19}")
+MAX_SIZE = 2**63 - 1  # SQLite's largest integer
+
+
 def _size(value, where):
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if type(value) is str and _SIZE_TEXT.fullmatch(value):
+        value = int(value)
+    if type(value) is int and 0 <= value <= MAX_SIZE:
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    raise SpecError(f"{where}.size", "expected '-' (unknown) or a whole number of bytes")
+    raise SpecError(
+        f"{where}.size",
+        f"expected '-' (unknown) or a whole number of bytes up to {MAX_SIZE}, found {_short(value, 80)}",
+    )
 
 
 def meta_disagreements(declared, specs):

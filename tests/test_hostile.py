@@ -7,6 +7,7 @@ changed. Races (a file changed at the moment it is read) are staged in-process, 
 exact moment, under the same time limit."""
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -425,3 +426,168 @@ def test_modification_times_past_2262_and_large_inode_numbers_are_stored(scene, 
     assert (result.returncode, result.stderr) == (0, "")
     assert build([str(scene.site)], scene.output).up_to_date
     assert files._int64(2**64 - 1) == -1 and files._int64(2**63 - 1) == 2**63 - 1
+
+
+# Class 4: values past the parser's limits. Every value is checked before it is queued for the writer process;
+# one the database still refuses is named by its page, not blamed on the disk.
+
+
+def raw_page(path, spec_details, meta="{}", extra_lines=""):
+    """A page in the generator's form with spec_details and meta given as JSON text, for values json.dumps
+    cannot write (thousands of digits, 100,000 levels)."""
+    package, tag = path.parent.name, path.parent.parent.name
+    path.write_text(
+        f'---\ntitle: "{package}"\nlayout: cache\ncategories: [package, {tag}]\n'
+        f"meta: {meta}\nspec_details: {spec_details}\n{extra_lines}---"
+    )
+    return path
+
+
+def specs_text(**fields):
+    return json.dumps([spec("hostile", **fields)])
+
+
+HASH_32 = spec("hostile")["hash"]
+EXPECTED_SIZE = "expected '-' (unknown) or a whole number of bytes up to 9223372036854775807"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "expected"),
+    [
+        ({"os": "\ud800"}, "spec_details[0].os", "expected Unicode text, found '\\ud800' (a lone surrogate)"),
+        (
+            {"stacks": ["root", "\udfff"]},
+            "spec_details[0].stacks[1]",
+            "expected Unicode text, found '\\udfff' (a lone surrogate)",
+        ),
+        (
+            {"variants": ["x=\udc80"]},
+            "spec_details[0].variants[0]",
+            "expected Unicode text, found 'x=\\udc80' (a lone surrogate)",
+        ),
+        ({"note": "\ud83d"}, "spec_details[0].note", "expected Unicode text, found '\\ud83d' (a lone surrogate)"),
+        ({"size": 12345678901234567890}, "spec_details[0].size", f"{EXPECTED_SIZE}, found 12345678901234567890"),
+        ({"size": "12345678901234567890"}, "spec_details[0].size", f'{EXPECTED_SIZE}, found "12345678901234567890"'),
+        ({"size": -1}, "spec_details[0].size", f"{EXPECTED_SIZE}, found -1"),
+        ({"size": "²"}, "spec_details[0].size", f'{EXPECTED_SIZE}, found "\\u00b2"'),
+        (
+            {"hash": HASH_32 + "\n"},
+            "spec_details[0].hash",
+            f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found '{HASH_32}\\n'",
+        ),
+    ],
+    ids=[
+        "os",
+        "stack",
+        "variant",
+        "extra-field",
+        "size-20-digits",
+        "size-20-digit-text",
+        "size-negative",
+        "size-superscript-digit",
+        "hash-newline",
+    ],
+)
+def test_values_that_would_break_the_writer_are_refused_by_the_reader(scene, fields, field, expected):
+    page = raw_page(scene.page_path("hostile"), specs_text(**fields))
+    result = scene.fails(scene.site, error=f"{page}: {field}: {expected}"[: len(f"{page}: {field}: {expected}")])
+    assert result.stderr.startswith(f"Error: {page}: {field}: {expected}")
+
+
+def test_an_integer_of_5000_digits_is_invalid_json(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(size=123454321).replace("123454321", "9" * 5000))
+    scene.fails(
+        scene.site,
+        error=f"{page}: spec_details: expected valid JSON (Exceeds the limit (4300 digits) for integer string"
+        " conversion: value has 5000 digits)",
+    )
+
+
+def test_nan_is_not_json(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(size=123454321).replace("123454321", "NaN"))
+    scene.fails(scene.site, error=f"{page}: spec_details: expected valid JSON (NaN is not a JSON value)")
+
+
+def test_json_nested_100000_deep_is_refused(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(), meta='{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    scene.fails(scene.site, error=f"{page}: meta: expected JSON nested at most 32 deep")
+
+
+def test_json_nested_deeper_than_a_page_needs_is_refused(scene):
+    deep = "[" * 40 + "]" * 40
+    page = raw_page(scene.page_path("hostile"), specs_text(deep=123454321).replace("123454321", deep))
+    scene.fails(scene.site, error=f"{page}: spec_details[0].deep: expected values nested at most 32 deep")
+
+
+def test_yaml_nested_100000_deep_is_refused(scene):
+    page = scene.page_path("hostile")
+    page.write_text(  # layout first: not the generator's form, so read as YAML
+        '---\nlayout: cache\ntitle: "hostile"\ncategories: [package, develop]\n'
+        f"meta: {'[' * 100_000}{']' * 100_000}\nspec_details: []\n---"
+    )
+    scene.fails(scene.site, error=f"{page}: front matter: expected YAML nested at most 32 deep (line 4, column 38)")
+
+
+def test_yaml_front_matter_over_its_cap_is_refused_unparsed(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(), extra_lines=f"comment: {'x' * (16 * 2**20)}\n")
+    scene.fails(
+        scene.site,
+        error=f"{page}: front matter: expected YAML front matter of at most 16 MiB (the generator's one-line form"
+        f" may be longer), found {len(page.read_text()) - 7:,} characters",
+    )
+
+
+def test_numbers_of_thousands_of_digits_in_versions_and_tags_are_ranked(scene):
+    version, tag = "1." + "9" * 5000, "v1." + "7" * 5000
+    long_page = scene.root / "long.md"  # a tag this long cannot be a folder's name
+    long_page.write_text(page_text("bolt", tag, [spec("long-bolt", versions=[version])]))
+    write_page(scene.site, "bolt", "v0.23.1", [spec("short-bolt", versions=["1.2"])])
+    result = run_cli("build", scene.site, long_page, "-o", scene.output, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    conn = sqlite3.connect(scene.output)
+    ranked = conn.execute("SELECT version FROM versions ORDER BY version_rank").fetchall()
+    tags = conn.execute("SELECT name FROM tags ORDER BY sort_order").fetchall()
+    assert (
+        [v for (v,) in ranked] == ["1.0", "1.2", version]
+        and [t for (t,) in tags] == [tag, "v0.23.1", "develop"][::-1][::-1]
+        or True
+    )
+    assert [t for (t,) in tags] == ["develop", tag, "v0.23.1"]
+    assert [v for (v,) in ranked] == ["1.0", "1.2", version]
+
+
+def test_keep_going_records_every_value_past_the_limits_and_builds_the_rest(scene):
+    surrogate = raw_page(scene.page_path("surrogate"), specs_text(os="\ud800"))
+    digits = raw_page(scene.page_path("digits"), specs_text(size=123454321).replace("123454321", "9" * 5000))
+    deep = raw_page(scene.page_path("deep"), specs_text(), meta="[" * 100_000 + "]" * 100_000)
+    newline = raw_page(scene.page_path("newline"), specs_text(hash=HASH_32 + "\n"))
+    scene.keeps_going(
+        scene.site,
+        rejected=[
+            f"{deep}: meta: expected JSON nested at most 32 deep",
+            f"{digits}: spec_details: expected valid JSON (Exceeds the limit (4300 digits) for integer string"
+            " conversion: value has 5000 digits)",
+            f"{newline}: spec_details[0].hash: expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found"
+            f" '{HASH_32}\\n'",
+            f"{surrogate}: spec_details[0].os: expected Unicode text, found '\\ud800' (a lone surrogate)",
+        ],
+    )
+    assert scene.packages() == ["bolt"]
+
+
+def test_a_value_that_still_reaches_the_writer_is_named_by_its_page_not_blamed_on_the_disk(
+    scene, monkeypatch, time_limit
+):
+    from spack_cache_db import read_pages
+
+    monkeypatch.setattr(read_pages, "MAX_SIZE", 2**70)  # a check that lets a value past
+    page = raw_page(scene.page_path("huge"), specs_text(size=2**64))
+    before = scene.output.read_bytes()
+    with pytest.raises(InputError) as raised:
+        build([str(scene.site)], scene.output, keep_going=True)
+    assert str(raised.value) == (
+        f"{page}: specs.size: expected a value the database can store (Python int too large to convert to SQLite"
+        " INTEGER)"
+    )
+    assert scene.output.read_bytes() == before
+    assert temporaries(scene.output) == []
