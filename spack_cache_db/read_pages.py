@@ -354,14 +354,18 @@ class RefusedYaml(Exception):
 
 
 class PageYamlLoader(yaml.BaseLoader):
-    """BaseLoader (every scalar stays the text the document has) that refuses values nested deeper than
-    MAX_DEPTH: PyYAML composes a node with one recursive call per level."""
+    """BaseLoader (every scalar stays the text the document has) that refuses what pages never need: anchors
+    and aliases (a kilobyte of nested aliases stands for gigabytes of values), and values nested deeper than
+    MAX_DEPTH (PyYAML composes a node with one recursive call per level)."""
 
     def __init__(self, stream):
         super().__init__(stream)
         self.depth = 0
 
     def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise RefusedYaml("expected no YAML anchors or aliases (&name, *name)", event.start_mark)
         if self.depth >= MAX_DEPTH:
             raise RefusedYaml(f"expected YAML nested at most {MAX_DEPTH} deep", self.peek_event().start_mark)
         self.depth += 1

@@ -591,3 +591,67 @@ def test_a_value_that_still_reaches_the_writer_is_named_by_its_page_not_blamed_o
     )
     assert scene.output.read_bytes() == before
     assert temporaries(scene.output) == []
+
+
+# Class 5: YAML aliases. Pages never need anchors or aliases; a page or tags.yaml with one is refused before
+# anything is expanded.
+
+
+def yaml_page(path, meta_yaml):
+    """A block-style page whose meta is the YAML given."""
+    path.write_text(
+        f'---\nlayout: cache\ntitle: "{path.parent.name}"\ncategories: [package, {path.parent.parent.name}]\n'
+        f"meta:\n{meta_yaml}spec_details: []\n---"
+    )
+    return path
+
+
+BILLION_LAUGHS = "".join(
+    ["  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+    + [f"  {chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 9)}]\n" for n in range(9)]
+)
+
+
+def test_a_kilobyte_of_nested_aliases_is_refused_at_the_first_anchor(scene):
+    assert len(BILLION_LAUGHS) < 1024
+    page = yaml_page(scene.page_path("laughs"), BILLION_LAUGHS)
+    scene.fails(
+        scene.site,
+        error=f"{page}: front matter: expected no YAML anchors or aliases (&name, *name) (line 5, column 6)",
+    )
+
+
+def test_one_alias_is_refused(scene):
+    page = yaml_page(scene.page_path("alias"), "  oss: [ubuntu24.04]\n  platforms: *x\n")
+    scene.fails(
+        scene.site,
+        error=f"{page}: front matter: expected no YAML anchors or aliases (&name, *name) (line 6, column 14)",
+    )
+
+
+def test_an_anchor_without_an_alias_is_refused(scene):
+    page = yaml_page(scene.page_path("anchor"), "  oss: &x [ubuntu24.04]\n")
+    scene.fails(
+        scene.site,
+        error=f"{page}: front matter: expected no YAML anchors or aliases (&name, *name) (line 5, column 8)",
+    )
+
+
+def test_aliases_in_tags_yaml_are_refused(scene):
+    tags = scene.site / "_data" / "tags.yaml"
+    tags.parent.mkdir()
+    tags.write_text("- name: develop\n  stacks: &s [root, e4s]\n- name: v0.23.1\n  stacks: *s\n")
+    scene.fails(
+        scene.site,
+        error=f"{tags}: tags: expected a readable YAML list of tags (expected no YAML anchors or aliases"
+        " (&name, *name) (line 2, column 11))",
+    )
+
+
+def test_keep_going_records_pages_with_aliases_and_builds_the_rest(scene):
+    laughs = yaml_page(scene.page_path("laughs"), BILLION_LAUGHS)
+    scene.keeps_going(
+        scene.site,
+        rejected=[f"{laughs}: front matter: expected no YAML anchors or aliases (&name, *name) (line 5, column 6)"],
+    )
+    assert scene.packages() == ["bolt"]
