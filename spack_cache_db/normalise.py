@@ -12,7 +12,7 @@ INFINITY_WORDS = ("stable", "trunk", "head", "master", "main", "develop")
 PRERELEASES = ("alpha", "beta", "rc")
 _FINAL_RELEASE = (len(PRERELEASES),)
 _COMPONENT = re.compile(r"[A-Za-z]+|[0-9]+")
-_PRERELEASE_SUFFIX = re.compile(r"^(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)$")
+_PRERELEASE_SUFFIX = re.compile(r"(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)")  # every pattern here: fullmatch
 
 
 def _number(digits):
@@ -47,7 +47,7 @@ def version_key(version):
     other words), a shorter prefix sorts first, and alphaN < betaN < rcN < the release.
     """
     release, prerelease = version, _FINAL_RELEASE
-    match = _PRERELEASE_SUFFIX.match(version)
+    match = _PRERELEASE_SUFFIX.fullmatch(version)
     if match and match.group(1):
         release = match.group(1)
         prerelease = (PRERELEASES.index(match.group(2)), _number(match.group(3)))
@@ -67,16 +67,16 @@ class Tag:
         return f"{MIRROR_ROOT}/{self.name}"
 
 
-_SNAPSHOT = re.compile(r"^develop-(\d{4}-\d{2}-\d{2})$")
-_RELEASE = re.compile(r"^v(\d+(?:\.\d+)*)$")
+_SNAPSHOT = re.compile(r"develop-([0-9]{4}-[0-9]{2}-[0-9]{2})")
+_RELEASE = re.compile(r"v([0-9]+(?:\.[0-9]+)*)")
 
 
 def classify_tag(name):
     if name == "develop":
         return Tag(name, "develop", None, None)
-    if match := _SNAPSHOT.match(name):
+    if match := _SNAPSHOT.fullmatch(name):
         return Tag(name, "snapshot", match.group(1), None)
-    if match := _RELEASE.match(name):
+    if match := _RELEASE.fullmatch(name):
         return Tag(name, "release", None, match.group(1))
     return Tag(name, "other", None, None)
 
@@ -101,7 +101,7 @@ class Compiler:
         return self.name if self.version is None else f"{self.name}@{self.version}"
 
 
-_COMPILER = re.compile(r"^([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?$")
+_COMPILER = re.compile(r"([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -110,7 +110,7 @@ def parse_compiler(text):
 
     Returns None for text that is not a compiler spelling.
     """
-    match = _COMPILER.match(text)
+    match = _COMPILER.fullmatch(text)
     if not match:
         return None
     name, exact, version = match.groups()
@@ -136,13 +136,17 @@ class Variant:
         return self.value.split(",")
 
 
-_VARIANT = re.compile(r"^(?:([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)(.*))$", re.DOTALL)
+# Characters no name or value may hold: C0 and C1 controls (newlines, tabs, escapes, NUL) and the Unicode
+# line and paragraph separators.
+CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}]+")
+_VARIANT = re.compile(rf"([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)([^{CONTROL_CHARACTERS}]*)")
 
 
 @functools.lru_cache(maxsize=65536)
 def parse_variant(raw):
     """Returns the Variant, or None where the text is not a Spack variant."""
-    match = _VARIANT.match(raw)
+    match = _VARIANT.fullmatch(raw)
     if not match:
         return None
     sign, bool_name, name, operator, value = match.groups()

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from .files import FileError, display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
-from .normalise import HASH, derived_meta, parse_compiler, parse_variant
+from .normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
 from .records import Binary, Built, Document, InputError, interned
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
@@ -230,9 +230,9 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LINE = re.compile(rf"({_FIELD_NAME.pattern}): (.*)")  # use fullmatch
 # Names become folders on export: no separators, no leading dot.
 _NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
-_NAME = re.compile(f"^{_NAME_PATTERN}$")
-_CATEGORIES = re.compile(rf"^\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]$")  # anything else: YAML decides
-_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+NAME = re.compile(_NAME_PATTERN)  # every pattern here: fullmatch
+_CATEGORIES = re.compile(rf"\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]")  # anything else: YAML decides
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
 
@@ -274,8 +274,8 @@ def _generator_form(body):
         fields[key] = value
     if tuple(fields) != _FRAME_FIELDS:
         return None
-    title = _QUOTED.match(fields["title"])
-    categories = _CATEGORIES.match(fields["categories"])
+    title = _QUOTED.fullmatch(fields["title"])
+    categories = _CATEGORIES.fullmatch(fields["categories"])
     if not title or not categories or fields["layout"] != "cache":
         return None
     try:
@@ -422,7 +422,7 @@ def _check_layout(path, fields, explicit):
 
 def _title(path, fields):
     title = fields["title"]
-    if not isinstance(title, str) or not _NAME.match(title):
+    if not isinstance(title, str) or not NAME.fullmatch(title):
         raise PageError(
             path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}"
         )
@@ -438,7 +438,7 @@ def _tag(path, fields):
         or not isinstance(categories[1], str)
     ):
         raise PageError(path, "categories", "expected [package, <tag>]")
-    if not _NAME.match(categories[1]):
+    if not NAME.fullmatch(categories[1]):
         raise PageError(
             path,
             "categories",
@@ -458,12 +458,21 @@ def read_tags_yaml(path):
         raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")
     tags = []
     for number, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise PageError(path, f"[{number}].name", "expected a tag name")
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise PageError(
+                path,
+                f"[{number}].name",
+                f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}",
+            )
         stacks = entry.get("stacks", [])
-        if not isinstance(stacks, list) or not all(isinstance(s, str) for s in stacks):
+        if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
             raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
-        tags.append((entry["name"], stacks))
+        for position, stack in enumerate(stacks):
+            problem = text_problem(stack)
+            if problem:
+                raise PageError(path, f"[{number}].stacks[{position}]", problem)
+        tags.append((name, stacks))
     return tags
 
 
@@ -478,9 +487,19 @@ def _text(entry, key, where):
     value = entry[key]
     if type(value) is not str or not value:
         raise SpecError(f"{where}.{key}", "expected non-empty text")
-    if not is_storable_text(value):
-        raise SpecError(f"{where}.{key}", f"expected Unicode text, found {value!r:.80} (a lone surrogate)")
+    problem = text_problem(value)
+    if problem:
+        raise SpecError(f"{where}.{key}", problem)
     return value
+
+
+def text_problem(value):
+    """None, or why a name or value cannot be stored and written back as it is."""
+    if not is_storable_text(value):
+        return f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
+    if not PLAIN_TEXT.fullmatch(value):
+        return f"expected text without control characters or line breaks, found {value!r:.80}"
+    return None
 
 
 def _text_list(entry, key, where):
@@ -490,10 +509,9 @@ def _text_list(entry, key, where):
     for position, value in enumerate(values):
         if type(value) is not str or not value:
             raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-        if not is_storable_text(value):
-            raise SpecError(
-                f"{where}.{key}[{position}]", f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
-            )
+        problem = text_problem(value)
+        if problem:
+            raise SpecError(f"{where}.{key}[{position}]", problem)
     return values
 
 
@@ -542,7 +560,8 @@ def parse_spec(entry, where, configurations):
     built = _built(entry, where, configurations)
     spec_hash = entry["hash"]
     if type(spec_hash) is not str or not HASH.fullmatch(spec_hash):
-        _text(entry, "hash", where)
+        if type(spec_hash) is not str or not spec_hash:
+            raise SpecError(f"{where}.hash", "expected non-empty text")
         raise SpecError(
             f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
         )
@@ -592,7 +611,7 @@ def _check_built(entry, where, number):
         raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
     compiler = parse_compiler(_text(entry, "compiler", where))
     if compiler is None:
-        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+        raise SpecError(f"{where}.compiler", f"expected 'none' or name@version, found {entry['compiler']!r:.80}")
     raw_variants = _text_list(entry, "variants", where)
     variants = []
     for position, raw in enumerate(raw_variants):

@@ -655,3 +655,86 @@ def test_keep_going_records_pages_with_aliases_and_builds_the_rest(scene):
         rejected=[f"{laughs}: front matter: expected no YAML anchors or aliases (&name, *name) (line 5, column 6)"],
     )
     assert scene.packages() == ["bolt"]
+
+
+# Class 6: names with control characters. Names and values are matched whole (fullmatch: '$' also matches
+# before a final newline), and no text holds control characters or line breaks.
+
+CONTROL = "expected text without control characters or line breaks, found"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "expected"),
+    [
+        ({"compiler": "gcc@13.2.0\n"}, "compiler", f"{CONTROL} 'gcc@13.2.0\\n'"),
+        ({"os": "ubuntu24.04\n"}, "os", f"{CONTROL} 'ubuntu24.04\\n'"),
+        ({"target": "x86_64\t"}, "target", f"{CONTROL} 'x86_64\\t'"),
+        ({"platform": "linux\x00"}, "platform", f"{CONTROL} 'linux\\x00'"),
+        ({"os": "ubuntu\u2028rhel"}, "os", f"{CONTROL} 'ubuntu\\u2028rhel'"),
+        ({"stacks": ["root", "e4s\n"]}, "stacks[1]", f"{CONTROL} 'e4s\\n'"),
+        ({"versions": ["1.0\n"]}, "versions[0]", f"{CONTROL} '1.0\\n'"),
+        ({"variants": ["+mpi\n"]}, "variants[0]", f"{CONTROL} '+mpi\\n'"),
+        ({"variants": ["color=\x1b[31mred"]}, "variants[0]", f"{CONTROL} 'color=\\x1b[31mred'"),
+    ],
+    ids=["compiler", "os", "target", "platform", "line-separator", "stack", "version", "variant", "variant-escape"],
+)
+def test_spec_values_with_control_characters_are_refused(scene, fields, field, expected):
+    page = raw_page(scene.page_path("hostile"), specs_text(**fields))
+    scene.fails(scene.site, error=f"{page}: spec_details[0].{field}: {expected}")
+
+
+NAME_RULE = "(letters, digits, '.', '_', '+', '-')"
+
+
+def test_a_title_with_a_trailing_newline_is_refused(scene):
+    page = scene.page_path("bolt", tag="v0.23.1")
+    page.write_text(page_text("bolt", "v0.23.1", [spec("newline")]).replace('"bolt"', '"bolt\\n"'))
+    scene.fails(scene.site, error=f"{page}: title: expected a package name {NAME_RULE}, found 'bolt\\n'")
+
+
+def test_a_tag_with_a_trailing_newline_is_refused(scene):
+    page = scene.root / "page.md"
+    page.write_text(
+        page_text("bolt", "develop", [spec("newline")]).replace("[package, develop]", '[package, "develop\\n"]')
+    )
+    scene.fails(page, error=f"{page}: categories: expected a tag name {NAME_RULE}, found 'develop\\n'")
+
+
+def test_names_in_tags_yaml_with_control_characters_are_refused(scene):
+    tags = scene.site / "_data" / "tags.yaml"
+    tags.parent.mkdir()
+    tags.write_text('- name: "develop\\n"\n  stacks: [root]\n')
+    scene.fails(scene.site, error=f"{tags}: [0].name: expected a tag name {NAME_RULE}, found 'develop\\n'")
+    tags.write_text('- name: develop\n  stacks: [root, "e4s\\r"]\n')
+    scene.fails(scene.site, error=f"{tags}: [0].stacks[1]: {CONTROL} 'e4s\\r'")
+
+
+def test_what_a_keep_going_build_kept_exports_to_pages_that_build_again(scene):
+    bad_title = scene.root / "title.md"
+    bad_title.write_text(page_text("cli11", "develop", [spec("cli11")]).replace('"cli11"', '"cli11\\n"'))
+    bad_os = raw_page(scene.page_path("hdf5"), specs_text(os="rhel8\n"))
+    scene.keeps_going(
+        scene.site,
+        bad_title,
+        rejected=[
+            f"{bad_os}: spec_details[0].os: {CONTROL} 'rhel8\\n'",
+            f"{bad_title}: title: expected a package name {NAME_RULE}, found 'cli11\\n'",
+        ],
+    )
+    exported = scene.root / "exported"
+    result = run_cli("export", scene.output, exported, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    again = scene.root / "again.db"
+    result = run_cli("build", exported, "-o", again, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert hashes(again) == hashes(scene.output) == [spec("good-bolt")["hash"]]
+
+
+def test_every_pattern_matches_whole_text_not_up_to_a_final_newline():
+    from spack_cache_db.normalise import classify_tag, parse_compiler, parse_variant
+    from spack_cache_db.read_pages import NAME
+
+    assert parse_compiler("gcc@13.2.0\n") is None and parse_compiler("gcc@13.2.0") is not None
+    assert parse_variant("+mpi\n") is None and parse_variant("x=1\n") is None and parse_variant("x=1") is not None
+    assert classify_tag("develop-2025-01-05\n").kind == classify_tag("v0.23.1\n").kind == "other"
+    assert NAME.fullmatch("bolt\n") is None
