@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, load, microarchitectures
-from .files import FileError, Identity, identity
+from .files import FileError, Identity, database_uri, identity
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
@@ -102,7 +102,7 @@ def build(paths, output, *, keep_going=False, strict=False, progress=None):
             summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
             finished = temporary
             if existing is None or _worth_compacting(conn):
-                conn.execute("VACUUM INTO ?", (str(compacted),))
+                conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
                 finished = compacted
         finally:
             conn.close()
@@ -161,7 +161,7 @@ def _existing_sources(output):
             f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it"
         )
     try:
-        conn = sqlite3.connect(f"file:{output}?mode=ro", uri=True)
+        conn = sqlite3.connect(database_uri(output), uri=True)
         try:
             info = dict(conn.execute("SELECT key, value FROM build_info"))
             if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
@@ -358,7 +358,7 @@ SUMMARY_COUNTS = ("binaries", "packages", "pages", "problems", "specs", "tags")
 def counts(db):
     """The row counts people look for, as the build recorded them in row_counts, from an open
     connection or a database path."""
-    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(database_uri(db), uri=True)
     try:
         placeholders = ", ".join("?" * len(SUMMARY_COUNTS))
         return dict(conn.execute(f"SELECT name, count FROM row_counts WHERE name IN ({placeholders})", SUMMARY_COUNTS))

@@ -4,6 +4,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .files import database_uri
 from .normalise import Compiler, standard_tarball_url
 
 PAGES = """
@@ -34,7 +35,7 @@ ORDER BY page_specs.position
 
 def export(database, outdir):
     """Write OUTDIR/_cache/<tag>/<package>/specs.md for every page; returns how many were written."""
-    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    conn = sqlite3.connect(database_uri(database), uri=True)
     written = 0
     try:
         for page_id, tag, package, meta, sorted_keys, key_order, extra in conn.execute(PAGES).fetchall():

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from .records import InputError
 
-MAX_FILE_BYTES = 256 * 1024 * 1024  # a page per file: the largest real page (about 20,000 specs) is about 6 MB
+MAX_FILE_BYTES = 256 * 1024 * 1024  # per file: a page of 20,000 specs is about 6 MB
 _READ_CHUNK = 1024 * 1024
 
 

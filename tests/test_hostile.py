@@ -738,3 +738,54 @@ def test_every_pattern_matches_whole_text_not_up_to_a_final_newline():
     assert parse_variant("+mpi\n") is None and parse_variant("x=1\n") is None and parse_variant("x=1") is not None
     assert classify_tag("develop-2025-01-05\n").kind == classify_tag("v0.23.1\n").kind == "other"
     assert NAME.fullmatch("bolt\n") is None
+
+
+# Class 7: paths that SQLite's URI syntax reads differently. Databases are opened by URIs with the path
+# percent-encoded, so '?', '#' and '%' are part of the name.
+
+
+@pytest.mark.parametrize("name", ["odd?x.db", "odd#x.db", "odd%3Fx.db", "with space & more.db", "file:x.db"])
+def test_an_output_with_uri_characters_builds_then_is_up_to_date(tmp_path, name):
+    site = tmp_path / "site"
+    write_page(site, "bolt", "develop", [spec("bolt")])
+    first = run_cli("build", site, "-o", name, "--quiet", cwd=tmp_path)
+    assert (first.returncode, first.stderr) == (0, "")
+    again = run_cli("build", site, "-o", name, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"{name} is up to date (1 pages unchanged)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, "site"])  # no stray file such as 'odd'
+    assert hashes(tmp_path / name) == [spec("bolt")["hash"]]
+
+
+def test_check_reads_the_file_it_is_given_not_the_uri_it_spells(tmp_path):
+    site = tmp_path / "site"
+    write_page(site, "bolt", "develop", [spec("bolt")])
+    assert run_cli("build", site, "-o", tmp_path / "good", "--quiet").returncode == 0
+    (tmp_path / "good#bad.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080)
+    result = run_cli("check", "good#bad.db", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("FAIL good#bad.db: not a readable SQLite database (")
+    assert run_cli("check", "good", cwd=tmp_path).returncode == 0
+
+
+def test_export_reads_a_database_whose_name_has_uri_characters(tmp_path):
+    site = tmp_path / "site"
+    write_page(site, "bolt", "develop", [spec("bolt")])
+    assert run_cli("build", site, "-o", tmp_path / "a?b#c.db", "--quiet").returncode == 0
+    result = run_cli("export", tmp_path / "a?b#c.db", tmp_path / "out")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert (tmp_path / "out" / "_cache" / "develop" / "bolt" / "specs.md").read_text() == (
+        site / "_cache" / "develop" / "bolt" / "specs.md"
+    ).read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b#c.db", "out", "site"]
+
+
+def test_a_folder_with_uri_characters_holds_the_output_and_its_compacted_copy(tmp_path):
+    folder = tmp_path / "file:odd?#%"
+    folder.mkdir()
+    site = tmp_path / "site"
+    write_page(site, "bolt", "develop", [spec("bolt")])
+    result = run_cli("build", "site", "-o", "file:odd?#%/cache.db", "--quiet", cwd=tmp_path)  # relative: file:...
+    assert (result.returncode, result.stderr) == (0, "")
+    assert sorted(p.name for p in folder.iterdir()) == ["cache.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file:odd?#%", "site"]
