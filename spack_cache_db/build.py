@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, load, microarchitectures
-from .files import FileError, Identity, database_uri, identity
+from .files import FileError, Identity, database_uri, identity, read_start
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
@@ -59,15 +59,17 @@ class Plan:
     problems: list  # InputError: folders that could not be walked (recorded with --keep-going)
 
 
-def build(paths, output, *, keep_going=False, strict=False, progress=None):
-    """Build (or bring up to date) the database at output from the pages found in paths."""
+def build(paths, output, *, keep_going=False, strict=False, overwrite=False, progress=None):
+    """Build (or bring up to date) the database at output from the pages found in paths. overwrite: replace
+    output even when it is not a database this project built."""
     started = time.monotonic()
     output = Path(output)
+    _refuse_output_inside_inputs(paths, output)
     remove_stale_temporaries(output)
     inputs = find_inputs(paths)
     if inputs.problems and not keep_going:
         raise inputs.problems[0]
-    existing = _existing_sources(output)
+    existing = _existing_sources(output, overwrite)
     plan = _plan(inputs, existing)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
     summary.pages_removed = len(plan.removed)
@@ -147,23 +149,23 @@ def _process_alive(pid):
     return True
 
 
-def _existing_sources(output):
-    """What an earlier build of output read, or None when output has to be built from scratch."""
-    if not output.exists():
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _existing_sources(output, overwrite=False):
+    """What an earlier build of output read, or None when output has to be built from scratch. A file this
+    project did not build is refused, unless overwrite; something that is not a file, always."""
+    header = read_start(output, len(SQLITE_HEADER))
+    if not header:  # nothing there, or an empty file: nothing to lose
         return None
-    try:
-        with open(output, "rb") as f:
-            header = f.read(16)
-    except OSError as error:
-        raise BuildError(f"{output}: cannot read the existing output ({error.strerror})") from error
-    if header != b"SQLite format 3\x00":
-        raise BuildError(
-            f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it"
-        )
+    if header != SQLITE_HEADER:
+        return _not_ours(output, "expected a SQLite database built by spack-cache-db (or a new path)", overwrite)
     try:
         conn = sqlite3.connect(database_uri(output), uri=True)
         try:
             info = dict(conn.execute("SELECT key, value FROM build_info"))
+            if "spack_cache_db_version" not in info:
+                return _not_ours(output, "expected a database built by spack-cache-db, found another", overwrite)
             if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
                 return None
             sources = {
@@ -175,9 +177,29 @@ def _existing_sources(output):
             input_problems = set(conn.execute(INPUT_PROBLEMS))
         finally:
             conn.close()
-    except sqlite3.DatabaseError:
-        return None
+    except sqlite3.DatabaseError as error:
+        return _not_ours(output, f"expected a database built by spack-cache-db ({error})", overwrite)
     return {"sources": sources, "tags": info.get("tags_digest", ""), "input_problems": input_problems}
+
+
+def _not_ours(output, expected, overwrite):
+    """None (build output from scratch) with overwrite; otherwise the build stops."""
+    if overwrite:
+        return None
+    raise BuildError(f"{output}: {expected}; refusing to replace it (--overwrite replaces it anyway)")
+
+
+def _refuse_output_inside_inputs(paths, output):
+    """A build must not read its own output: an output inside an input folder would be read as input by the
+    next build (inside _cache/, as a page that cannot be read)."""
+    where = Path(output).resolve()
+    for given in paths:
+        folder = Path(given).resolve()
+        if folder.is_dir() and where.is_relative_to(folder):
+            raise BuildError(
+                f"{output}: expected an output outside the inputs; {given} holds it, so the next build would"
+                " read it as input"
+            )
 
 
 # Problems about inputs rather than files read (a folder that could not be read): an incremental build

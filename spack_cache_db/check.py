@@ -3,7 +3,8 @@
 import sqlite3
 from dataclasses import dataclass, field
 
-from .files import database_uri
+from .files import database_uri, read_start
+from .records import InputError
 from .schema import SCHEMA_VERSION
 
 
@@ -22,6 +23,11 @@ class Report:
 
 def check(path):
     report = Report()
+    try:
+        read_start(path, 0)  # a FIFO would block SQLite's open
+    except InputError as error:
+        report.fail(f"{path}: not a readable SQLite database ({error.expected})")
+        return report
     try:
         conn = sqlite3.connect(database_uri(path), uri=True)
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]

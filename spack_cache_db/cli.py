@@ -41,8 +41,9 @@ def cli():
 @click.option(
     "--strict", is_flag=True, help="Fail on warnings too (meta that disagrees with spec_details, skipped pages)."
 )
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT even if spack-cache-db did not build it.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
-def build(paths, output, keep_going, strict, quiet):
+def build(paths, output, keep_going, strict, overwrite, quiet):
     """Build OUTPUT from PATHS: page files, folders, a cache.spack.io checkout or its _cache/.
 
     With no PATHS, builds from the bundled seeds/. When OUTPUT exists, only pages that changed are read
@@ -54,7 +55,9 @@ def build(paths, output, keep_going, strict, quiet):
     show_progress = not quiet and sys.stderr.isatty()
     try:
         with _progress(show_progress) as progress:
-            summary = build_database(paths, output, keep_going=keep_going, strict=strict, progress=progress)
+            summary = build_database(
+                paths, output, keep_going=keep_going, strict=strict, overwrite=overwrite, progress=progress
+            )
     except (InputError, BuildError) as error:
         click.echo(f"Error: {error}", err=True)
         click.echo(f"{output} was left as it was.", err=True)
@@ -138,7 +141,11 @@ def format_summary(summary):
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def export(database, outdir, quiet):
     """Write OUTDIR/_cache/<tag>/<package>/specs.md for every page in DATABASE."""
-    written = export_module.export(database, outdir)
+    try:
+        written = export_module.export(database, outdir)
+    except (export_module.ExportError, InputError) as error:
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(1)
     if not quiet:
         click.echo(f"Wrote {written} page(s) under {Path(outdir) / '_cache'}")
 

@@ -95,6 +95,27 @@ def read_regular_file(path, limit=MAX_FILE_BYTES):
     return data, identity(opened)
 
 
+def read_start(path, count):
+    """The first count bytes of the regular file at path (fewer if it is shorter), or None when nothing is
+    there; raises FileError for anything else (a FIFO, a device, a folder) or a file that cannot be read."""
+    if not os.path.lexists(path):
+        return None
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if not _is_link_to_regular_file(path):
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    try:
+        _require_regular(path, os.fstat(fd).st_mode)
+        return os.read(fd, count)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    finally:
+        os.close(fd)
+
+
 def _is_link_to_regular_file(path):
     """Whether path is a link (to a regular file); raises FileError when it is neither a regular file nor a
     link to one."""

@@ -789,3 +789,191 @@ def test_a_folder_with_uri_characters_holds_the_output_and_its_compacted_copy(tm
     assert (result.returncode, result.stderr) == (0, "")
     assert sorted(p.name for p in folder.iterdir()) == ["cache.db"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file:odd?#%", "site"]
+
+
+# Class 8: things that are not ours. A build replaces only a database spack-cache-db built (or, with
+# --overwrite, any regular file), never an output inside its inputs; export writes only inside OUTDIR.
+
+REFUSING = "refusing to replace it (--overwrite replaces it anyway)"
+
+
+def another_applications_database(path):
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    conn.execute("INSERT INTO notes (text) VALUES ('precious')")
+    conn.commit()
+    conn.close()
+
+
+def test_another_applications_database_is_not_replaced(scene):
+    scene.output.unlink()
+    another_applications_database(scene.output)
+    scene.fails(
+        scene.site,
+        error=f"{scene.output}: expected a database built by spack-cache-db (no such table: build_info); {REFUSING}",
+    )
+    conn = sqlite3.connect(scene.output)
+    conn.execute("CREATE TABLE build_info (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO build_info VALUES ('schema_version', '3')")
+    conn.commit()
+    conn.close()
+    scene.fails(
+        scene.site, error=f"{scene.output}: expected a database built by spack-cache-db, found another; {REFUSING}"
+    )
+
+
+def test_a_damaged_database_is_not_replaced(scene):
+    scene.output.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080)
+    scene.fails(
+        scene.site,
+        error=f"{scene.output}: expected a database built by spack-cache-db (file is not a database); {REFUSING}",
+    )
+
+
+def test_a_text_file_is_not_replaced(scene):
+    scene.output.write_text("precious notes")
+    scene.fails(
+        scene.site,
+        error=f"{scene.output}: expected a SQLite database built by spack-cache-db (or a new path); {REFUSING}",
+    )
+
+
+@pytest.mark.parametrize("kind", ["other-database", "damaged", "text"])
+def test_overwrite_replaces_a_file_that_is_not_ours(scene, kind):
+    scene.output.unlink()
+    if kind == "other-database":
+        another_applications_database(scene.output)
+    else:
+        scene.output.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080 if kind == "damaged" else b"notes")
+    result = run_cli("build", scene.site, "-o", scene.output, "--overwrite", "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert scene.packages() == ["bolt"]
+
+
+def test_an_empty_file_is_built_over(scene):
+    scene.output.write_bytes(b"")
+    result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert scene.packages() == ["bolt"]
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_an_output_that_is_not_a_regular_file_is_never_replaced(tmp_path, overwrite):
+    site = tmp_path / "site"
+    write_page(site, "bolt", "develop", [spec("bolt")])
+    fifo = tmp_path / "cache.db"
+    os.mkfifo(fifo)
+    for output, kind in ((fifo, "a FIFO (named pipe)"), (Path("/dev/null"), "a character device")):
+        result = run_cli("build", site, "-o", output, *overwrite)
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            f"Error: {output}: file: expected a regular file, found {kind}",
+            f"{output} was left as it was.",
+        ]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+def test_an_output_inside_an_inputs_cache_is_refused(scene):
+    inside = scene.site / "_cache" / "cache.db"
+    shutil.copyfile(scene.output, inside)
+    before = inside.read_bytes()
+    result = run_cli("build", scene.site / "_cache", "-o", inside)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {inside}: expected an output outside the inputs; {scene.site / '_cache'} holds it, so the next"
+        " build would read it as input",
+        f"{inside} was left as it was.",
+    ]
+    assert inside.read_bytes() == before
+
+
+def test_an_output_inside_an_input_folder_is_refused_even_through_a_link(scene):
+    (scene.root / "link").symlink_to(scene.site, target_is_directory=True)
+    scene.output = scene.root / "link" / "cache.db"
+    shutil.copyfile(scene.root / "out" / "cache.db", scene.output)
+    scene.fails(
+        scene.site,
+        error=f"{scene.output}: expected an output outside the inputs; {scene.site} holds it, so the next build"
+        " would read it as input",
+    )
+
+
+@pytest.fixture
+def built(scene):
+    result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
+    assert result.returncode == 0, result.stderr
+    return scene
+
+
+def test_export_replaces_a_page_link_in_outdir_and_leaves_its_target_alone(built):
+    outside = built.root / "outside.txt"
+    outside.write_text("precious")
+    page = built.root / "export" / "_cache" / "develop" / "bolt" / "specs.md"
+    page.parent.mkdir(parents=True)
+    page.symlink_to(outside)
+    result = run_cli("export", built.output, built.root / "export", "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert outside.read_text() == "precious"
+    assert not page.is_symlink() and page.read_text() == built.good.read_text()
+
+
+def test_export_refuses_a_folder_link_in_outdir(built):
+    outside = built.root / "outside"
+    outside.mkdir()
+    cache = built.root / "export" / "_cache"
+    cache.mkdir(parents=True)
+    (cache / "develop").symlink_to(outside, target_is_directory=True)
+    result = run_cli("export", built.output, built.root / "export")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {cache / 'develop'}: expected a folder, found a link (export writes only inside"
+        f" {built.root / 'export'})"
+    ]
+    assert list(outside.iterdir()) == []
+
+
+def test_export_refuses_a_file_where_a_folder_goes(built):
+    (built.root / "export").mkdir()
+    (built.root / "export" / "_cache").write_text("notes")
+    result = run_cli("export", built.output, built.root / "export")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {built.root / 'export' / '_cache'}: expected a folder, found a file (export writes only inside"
+        f" {built.root / 'export'})"
+    ]
+    assert (built.root / "export" / "_cache").read_text() == "notes"
+
+
+def test_export_refuses_names_in_the_database_that_would_leave_outdir(built):
+    conn = sqlite3.connect(built.output)
+    conn.execute("UPDATE tags SET name = '../../escaped' WHERE name = 'develop'")
+    conn.commit()
+    conn.close()
+    result = run_cli("export", built.output, built.root / "export")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {built.output}: tags.name: expected a name that can be a folder, found '../../escaped'"
+    ]
+    assert not (built.root / "escaped").exists() and not (built.root / "export" / "_cache").exists()
+
+
+def test_export_and_check_of_something_that_is_not_our_database_say_so_in_one_line(tmp_path):
+    other = tmp_path / "other.db"
+    another_applications_database(other)
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    result = run_cli("export", other, tmp_path / "out")
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"Error: {other}: expected a database built by spack-cache-db (no such table: pages)\n",
+    )
+    result = run_cli("export", fifo, tmp_path / "out")
+    assert (result.returncode, result.stderr) == (
+        1,
+        f"Error: {fifo}: file: expected a regular file, found a FIFO (named pipe)\n",
+    )
+    result = run_cli("check", fifo)
+    assert (result.returncode, result.stdout) == (
+        1,
+        f"FAIL {fifo}: not a readable SQLite database (expected a regular file, found a FIFO (named pipe))\n",
+    )
