@@ -195,7 +195,7 @@ def _refuse_output_inside_inputs(paths, output):
     where = Path(output).resolve()
     for given in paths:
         folder = Path(given).resolve()
-        if folder.is_dir() and where.is_relative_to(folder):
+        if os.path.isdir(folder) and where.is_relative_to(folder):
             raise BuildError(
                 f"{output}: expected an output outside the inputs; {given} holds it, so the next build would"
                 " read it as input"

@@ -64,19 +64,30 @@ def find_inputs(paths):
     files, tags_yaml, problems = {}, [], []
     for given in paths:
         root = Path(given)
-        if root.is_file():
+        if os.path.isfile(root):  # os.path's tests say False where pathlib's raise (a folder not searchable)
             files[str(root)] = SourceFile(str(root), explicit=True)
             continue
-        if not root.is_dir():
+        if not os.path.isdir(root):
             raise PageError(given, "path", _neither_file_nor_folder(root))
         for data_dir in (root / "_data", root.parent / "_data"):
-            if (data_dir / "tags.yaml").exists() and str(data_dir / "tags.yaml") not in tags_yaml:
+            if _may_exist(data_dir / "tags.yaml") and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
         for path in _walk(root, problems):
             source = _source_file(path)
             if source.explicit or is_regular_file(path):  # elsewhere a FIFO, a device or a dangling link is no page
                 files.setdefault(str(path), source)
     return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
+
+
+def _may_exist(path):
+    """False when path is not there; True otherwise, also when it cannot be looked at (reading it says why)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _neither_file_nor_folder(path):

@@ -6,6 +6,7 @@ prints, that no traceback shows, that the previous database is byte for byte as 
 changed. Races (a file changed at the moment it is read) are staged in-process, where a hook acts at that
 exact moment, under the same time limit."""
 
+import ctypes
 import hashlib
 import json
 import os
@@ -89,11 +90,11 @@ class Scene:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def fails(self, *args, error, command="build"):
+    def fails(self, *args, error, command="build", **options):
         """The command exits 1 printing 'Error: <error>' and that the output was left as it was, and
         changes nothing at all."""
         before, others = self.output.read_bytes(), snapshot(self.root, self.output)
-        result = run_cli(command, *args, "-o", self.output)
+        result = run_cli(command, *args, "-o", self.output, **options)
         assert result.returncode == 1, result.stderr
         assert result.stdout == ""
         assert result.stderr.splitlines() == [f"Error: {error}", f"{self.output} was left as it was."]
@@ -102,11 +103,11 @@ class Scene:
         assert temporaries(self.output) == []
         return result
 
-    def keeps_going(self, *args, rejected):
+    def keeps_going(self, *args, rejected, **options):
         """With --keep-going the build exits 0, lists each rejected input and records it in problems,
         touching nothing but the output. rejected: ['<file>: <field>: <expected>', ...]"""
         others = snapshot(self.root, self.output)
-        result = run_cli("build", *args, "-o", self.output, "--keep-going")
+        result = run_cli("build", *args, "-o", self.output, "--keep-going", **options)
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
         assert [line.strip() for line in result.stdout.splitlines() if "rejected: " in line] == [
@@ -977,3 +978,115 @@ def test_export_and_check_of_something_that_is_not_our_database_say_so_in_one_li
         1,
         f"FAIL {fifo}: not a readable SQLite database (expected a regular file, found a FIFO (named pipe))\n",
     )
+
+
+# Class 9: unreadable folders. Run as a normal user (here: root without the capabilities that override
+# permissions), a folder that cannot be read is an error naming it, or with --keep-going a recorded problem.
+
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
+
+
+def as_a_normal_user():
+    """preexec_fn: file permissions apply to the command as to any user. Root keeps its uid (the interpreter
+    may live under /root) but loses the capabilities that override permissions."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@pytest.fixture
+def normal_user(tmp_path):
+    """Options for run_cli that run the command as a normal user; skips when permissions cannot be made to
+    apply (the probe lists a folder of mode 000)."""
+    probe = tmp_path / "probe"
+    probe.mkdir(mode=0)
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-c", f"import os; os.listdir({str(probe)!r})"],
+            capture_output=True,
+            preexec_fn=as_a_normal_user,
+            timeout=TIME_LIMIT,
+        )
+    except subprocess.SubprocessError as error:
+        pytest.skip(f"cannot drop the capabilities that override file permissions ({error})")
+    finally:
+        probe.rmdir()
+    if listed.returncode == 0:
+        pytest.skip("file permissions do not apply to commands here, even without CAP_DAC_OVERRIDE")
+    return {"preexec_fn": as_a_normal_user}
+
+
+@pytest.fixture
+def locked(tmp_path):
+    """chmod a path for a test, restoring its mode afterwards."""
+    changed = []
+
+    def lock(path, mode=0):
+        changed.append((path, stat.S_IMODE(os.lstat(path).st_mode)))
+        path.chmod(mode)
+        return path
+
+    yield lock
+    for path, mode in reversed(changed):
+        path.chmod(mode)
+
+
+def test_an_unreadable_tag_folder_is_an_error_naming_it(scene, normal_user, locked):
+    folder = locked(scene.site / "_cache" / "develop")
+    scene.fails(scene.site, error=f"{folder}: folder: expected a readable folder (Permission denied)", **normal_user)
+
+
+def test_an_unreadable_page_is_an_error_naming_it(scene, normal_user, locked):
+    page = locked(scene.good)
+    scene.fails(scene.site, error=f"{page}: file: expected a readable file (Permission denied)", **normal_user)
+
+
+def test_a_folder_that_can_be_listed_but_not_entered_is_an_error_naming_it(scene, normal_user, locked):
+    folder = locked(scene.site / "_cache" / "develop", 0o444)
+    scene.fails(
+        scene.site, error=f"{folder / 'bolt'}: folder: expected a readable folder (Permission denied)", **normal_user
+    )
+
+
+def test_an_unreadable_data_folder_is_an_error_naming_tags_yaml(scene, normal_user, locked):
+    data = scene.site / "_data"
+    data.mkdir()
+    (data / "tags.yaml").write_text("- name: develop\n  stacks: [root]\n")
+    locked(data)
+    scene.fails(
+        scene.site, error=f"{data / 'tags.yaml'}: file: expected a readable file (Permission denied)", **normal_user
+    )
+
+
+def test_an_output_folder_that_cannot_be_written_is_an_error_naming_the_output(scene, normal_user, locked):
+    locked(scene.output.parent, 0o555)
+    before = scene.output.read_bytes()
+    result = run_cli("build", scene.site, "-o", scene.output, **normal_user)
+    assert result.returncode == 1
+    first, second = result.stderr.splitlines()
+    assert first.startswith(f"Error: {scene.output}: could not write the new database beside it (")
+    assert "Permission denied" in first and second == f"{scene.output} was left as it was."
+    assert scene.output.read_bytes() == before and temporaries(scene.output) == []
+
+
+def test_keep_going_records_an_unreadable_folder_and_check_fails_until_it_is_readable(scene, normal_user, locked):
+    other = write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    assert run_cli("build", scene.site, "-o", scene.output, "--quiet").returncode == 0
+    folder = locked(scene.site / "_cache" / "develop")
+    result = scene.keeps_going(
+        scene.site, rejected=[f"{folder}: folder: expected a readable folder (Permission denied)"], **normal_user
+    )
+    assert "(0 read, 1 unchanged, 1 removed, 1 rejected)" in result.stdout
+    assert scene.packages() == ["cli11"] and other.exists()
+    assert run_cli("check", scene.output).returncode == 1
+    again = run_cli("build", scene.site, "-o", scene.output, "--keep-going", **normal_user)
+    assert again.stdout.startswith(f"{scene.output} is up to date")  # the same problem, still recorded
+    assert scene.problems() == [f"{folder}: folder: expected a readable folder (Permission denied)"]
+    folder.chmod(0o755)
+    result = run_cli("build", scene.site, "-o", scene.output, **normal_user)
+    assert result.returncode == 0, result.stderr
+    assert scene.packages() == ["bolt", "cli11"] and scene.problems() == []
+    assert run_cli("check", scene.output).returncode == 0
