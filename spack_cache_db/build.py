@@ -88,6 +88,8 @@ def build(paths, output, *, keep_going=False, strict=False, overwrite=False, pro
     try:
         if existing is not None:
             shutil.copyfile(output, temporary)
+        else:
+            temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
         conn = open_for_build(temporary)
         try:
             if existing is None:
@@ -112,8 +114,8 @@ def build(paths, output, *, keep_going=False, strict=False, overwrite=False, pro
     except (sqlite3.Error, OSError) as error:
         raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
     finally:
-        temporary.unlink(missing_ok=True)
-        compacted.unlink(missing_ok=True)
+        _remove_quietly(temporary)
+        _remove_quietly(compacted)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -134,7 +136,16 @@ def remove_stale_temporaries(output):
     for candidate in output.parent.glob(f".{output.name}.tmp-*"):
         pid = re.fullmatch(r"(\d+)(?:\.new)?", candidate.name.rsplit(".tmp-", 1)[-1])
         if pid and not _process_alive(int(pid.group(1))):
-            candidate.unlink(missing_ok=True)
+            _remove_quietly(candidate)
+
+
+def _remove_quietly(path):
+    """Clean up without hiding why the build stopped: on a read-only or failing file system even removing a
+    file that is not there fails, and a file left behind is removed by the next build."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _process_alive(pid):
@@ -394,8 +405,19 @@ def _swap_in(temporary, output):
     with open(temporary, "rb") as f:
         os.fsync(f.fileno())
     os.replace(temporary, output)
-    directory = os.open(output.parent, os.O_RDONLY)
+    _sync_folder(output.parent)
+
+
+def _sync_folder(folder):
+    """Make the rename durable. It is done by now, so a failure here must not be reported as a build that
+    left the output as it was: some file systems refuse to sync a folder, and that only weakens durability."""
+    try:
+        directory = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
     try:
         os.fsync(directory)
+    except OSError:
+        pass
     finally:
         os.close(directory)

@@ -7,6 +7,7 @@ changed. Races (a file changed at the moment it is read) are staged in-process, 
 exact moment, under the same time limit."""
 
 import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -30,8 +31,8 @@ PROJECT = Path(__file__).resolve().parent.parent
 TIME_LIMIT = 60  # seconds, for every case: a hang fails its test rather than the whole suite
 
 
-def run_cli(*args, **options):
-    command = [sys.executable, str(PROJECT / "build_db.py"), *map(str, args)]
+def run_cli(*args, wrapper=(), **options):
+    command = [*wrapper, sys.executable, str(PROJECT / "build_db.py"), *map(str, args)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT, **options)
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     return result
@@ -1090,3 +1091,128 @@ def test_keep_going_records_an_unreadable_folder_and_check_fails_until_it_is_rea
     assert result.returncode == 0, result.stderr
     assert scene.packages() == ["bolt", "cli11"] and scene.problems() == []
     assert run_cli("check", scene.output).returncode == 0
+
+
+# Class 10: read-only and failing file systems. Cleanup never hides why a build stopped, and a failure after
+# the output was replaced is not reported as a build that left it as it was.
+
+
+def read_only_wrapper(folder):
+    """A command prefix: run the command in its own mount namespace where folder is a read-only bind mount."""
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(folder))
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """read_only(folder): run_cli options that make folder read-only for the command; skips where mount
+    namespaces are not available."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    try:
+        made = subprocess.run(
+            [*read_only_wrapper(probe), "sh", "-c", f"! touch {str(probe / 'x')!r} 2>/dev/null"],
+            capture_output=True,
+            timeout=TIME_LIMIT,
+        )
+    except OSError as error:
+        pytest.skip(f"no unshare here ({error})")
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a read-only bind mount here ({made.stderr.decode().strip()})")
+    probe.rmdir()
+    return lambda folder: {"wrapper": read_only_wrapper(folder)}
+
+
+def test_a_build_onto_a_read_only_folder_says_so_and_keeps_the_database(scene, read_only):
+    other = write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    before = scene.output.read_bytes()
+    result = run_cli("build", scene.site, "-o", scene.output, **read_only(scene.output.parent))
+    assert result.returncode == 1
+    first, second = result.stderr.splitlines()
+    assert first.startswith(f"Error: {scene.output}: could not write the new database beside it (")
+    assert "Read-only file system" in first and second == f"{scene.output} was left as it was."
+    assert scene.output.read_bytes() == before and other.exists()
+
+
+def test_a_new_output_in_a_read_only_folder_says_so_and_creates_nothing(scene, read_only):
+    scene.output.unlink()
+    result = run_cli("build", scene.site, "-o", scene.output, **read_only(scene.output.parent))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"Error: {scene.output}: could not write the new database beside it (")
+    assert "Read-only file system" in result.stderr
+    assert list(scene.output.parent.iterdir()) == []
+
+
+def test_a_stale_temporary_on_a_read_only_folder_does_not_hide_the_error(scene, read_only):
+    stale = scene.output.with_name(f".{scene.output.name}.tmp-999999999")  # no such process
+    stale.write_bytes(b"left by a killed build")
+    result = run_cli("build", scene.site, "-o", scene.output, **read_only(scene.output.parent))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"Error: {scene.output}: could not write the new database beside it (")
+    assert len(result.stderr.splitlines()) == 2
+    assert stale.read_bytes() == b"left by a killed build"
+
+
+def test_an_unchanged_build_on_a_read_only_folder_is_up_to_date(scene, read_only):
+    assert run_cli("build", scene.site, "-o", scene.output, "--quiet").returncode == 0
+    before = scene.output.read_bytes()
+    result = run_cli("build", scene.site, "-o", scene.output, **read_only(scene.output.parent))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"{scene.output} is up to date")
+    assert scene.output.read_bytes() == before
+
+
+def test_export_to_a_read_only_folder_is_one_line(built, read_only):
+    outdir = built.root / "export"
+    outdir.mkdir()
+    result = run_cli("export", built.output, outdir, **read_only(outdir))
+    assert result.returncode == 1
+    assert (
+        result.stderr == f"Error: {outdir / '_cache'}: expected a folder that can be written (Read-only file system)\n"
+    )
+    assert list(outdir.iterdir()) == []
+
+
+def failing(error_number):
+    def fail(*args, **kwargs):
+        raise OSError(error_number, os.strerror(error_number))
+
+    return fail
+
+
+def test_cleanup_that_fails_too_does_not_hide_why_the_build_stopped(scene, monkeypatch, time_limit):
+    write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    before = scene.output.read_bytes()
+    monkeypatch.setattr(build_module.os, "replace", failing(errno.EIO))
+    monkeypatch.setattr(Path, "unlink", failing(errno.EROFS))
+    with pytest.raises(build_module.BuildError) as raised:
+        build([str(scene.site)], scene.output)
+    assert (
+        str(raised.value)
+        == f"{scene.output}: could not write the new database beside it ([Errno 5] Input/output error)"
+    )
+    monkeypatch.undo()
+    assert scene.output.read_bytes() == before
+
+
+def test_a_file_that_cannot_be_synced_stops_the_build_before_the_swap(scene, monkeypatch, time_limit):
+    write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    before = scene.output.read_bytes()
+    monkeypatch.setattr(build_module.os, "fsync", failing(errno.EIO))
+    with pytest.raises(build_module.BuildError, match=r"could not write the new database beside it \(\[Errno 5\]"):
+        build([str(scene.site)], scene.output)
+    assert scene.output.read_bytes() == before and temporaries(scene.output) == []
+
+
+def test_a_folder_that_cannot_be_synced_after_the_swap_is_not_reported_as_a_failure(scene, monkeypatch, time_limit):
+    write_page(scene.site, "cli11", "v0.23.1", [spec("cli11")])
+    fsync = os.fsync
+
+    def fail_on_folders(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        fsync(fd)
+
+    monkeypatch.setattr(build_module.os, "fsync", fail_on_folders)
+    build([str(scene.site)], scene.output)
+    assert scene.packages() == ["bolt", "cli11"]
