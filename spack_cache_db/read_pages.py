@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .files import FileError, display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
+from .files import display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
 from .normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
 from .records import Binary, Built, Document, InputError, interned
 
@@ -65,7 +65,7 @@ def find_inputs(paths):
     for given in paths:
         root = Path(given)
         if os.path.isfile(root):  # os.path's tests say False where pathlib's raise (a folder not searchable)
-            files[str(root)] = SourceFile(str(root), explicit=True)
+            _add_source(files, problems, SourceFile(str(root), explicit=True))
             continue
         if not os.path.isdir(root):
             raise PageError(given, "path", _neither_file_nor_folder(root))
@@ -75,8 +75,18 @@ def find_inputs(paths):
         for path in _walk(root, problems):
             source = _source_file(path)
             if source.explicit or is_regular_file(path):  # elsewhere a FIFO, a device or a dangling link is no page
-                files.setdefault(str(path), source)
+                _add_source(files, problems, source)
     return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
+
+
+def _add_source(files, problems, source):
+    """A file to read, unless its name cannot be stored as text (not UTF-8): that is a problem naming it."""
+    if is_storable_text(source.path):
+        files.setdefault(source.path, source)
+    else:
+        problems.append(
+            PageError(display_path(source.path), "file", "expected a file name in UTF-8 (names are stored as text)")
+        )
 
 
 def _may_exist(path):
@@ -168,8 +178,6 @@ def file_digest(data):
 
 def read_source(source):
     """The bytes of a source file and the Identity of what was read; raises FileError (an InputError)."""
-    if not is_storable_text(source.path):
-        raise FileError(display_path(source.path), "file", "expected a file name in UTF-8 (names are stored as text)")
     return read_regular_file(source.path)
 
 

@@ -227,6 +227,22 @@ def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
     assert snapshot(scene.root, scene.output) == others
 
 
+def test_a_dangling_link_where_a_page_has_to_be_is_an_error_naming_it(scene):
+    page = scene.page_path("dangling")
+    page.symlink_to(scene.root / "missing.md")
+    scene.fails(scene.site, error=f"{page}: file: expected a readable file (No such file or directory)")
+
+
+def test_a_page_whose_name_is_not_utf8_is_an_error_naming_it_with_escapes(scene):
+    folder = os.fsencode(scene.site / "_cache" / "develop") + b"/caf\xe9"
+    os.mkdir(folder)
+    with open(folder + b"/specs.md", "w") as f:
+        f.write(page_text("cafe", "develop", [spec("cafe")]))
+    shown = f"{scene.site}/_cache/develop/caf\\xe9/specs.md"
+    scene.fails(scene.site, error=f"{shown}: file: expected a file name in UTF-8 (names are stored as text)")
+    scene.keeps_going(scene.site, rejected=[f"{shown}: file: expected a file name in UTF-8 (names are stored as text)"])
+
+
 def test_keep_going_records_special_files_and_builds_the_rest(scene):
     fifo = scene.page_path("fifo")
     os.mkfifo(fifo)
