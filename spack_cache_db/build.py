@@ -56,7 +56,9 @@ class Plan:
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
     tags_digest: str
-    problems: list  # InputError: folders that could not be walked (recorded with --keep-going)
+    problems: (
+        list  # InputError: unreadable folders, links out of an input, names not in UTF-8 (--keep-going records them)
+    )
 
 
 def build(paths, output, *, keep_going=False, strict=False, overwrite=False, progress=None):

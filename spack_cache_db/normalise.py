@@ -139,7 +139,7 @@ class Variant:
 # Characters no name or value may hold: C0 and C1 controls (newlines, tabs, escapes, NUL) and the Unicode
 # line and paragraph separators.
 CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
-PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}]+")
+PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}\\ud800-\\udfff]+")  # and no lone surrogates: text SQLite takes
 _VARIANT = re.compile(rf"([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)([^{CONTROL_CHARACTERS}]*)")
 
 

@@ -56,7 +56,7 @@ class Page:
 class Inputs:
     files: list
     tags_yaml: list  # paths of _data/tags.yaml files
-    problems: list = field(default_factory=list)  # PageError: folders that could not be walked or were not
+    problems: list = field(default_factory=list)  # PageError: what could not be listed or named
 
 
 def find_inputs(paths):
@@ -386,7 +386,7 @@ class PageYamlLoader(yaml.BaseLoader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise RefusedYaml("expected no YAML anchors or aliases (&name, *name)", event.start_mark)
         if self.depth >= MAX_DEPTH:
-            raise RefusedYaml(f"expected YAML nested at most {MAX_DEPTH} deep", self.peek_event().start_mark)
+            raise RefusedYaml(f"expected YAML nested at most {MAX_DEPTH} deep", event.start_mark)
         self.depth += 1
         try:
             return super().compose_node(parent, index)
@@ -506,31 +506,30 @@ def _text(entry, key, where):
     value = entry[key]
     if type(value) is not str or not value:
         raise SpecError(f"{where}.{key}", "expected non-empty text")
-    problem = text_problem(value)
-    if problem:
-        raise SpecError(f"{where}.{key}", problem)
+    if not PLAIN_TEXT.fullmatch(value):
+        raise SpecError(f"{where}.{key}", text_problem(value))
     return value
 
 
 def text_problem(value):
     """None, or why a name or value cannot be stored and written back as it is."""
+    if PLAIN_TEXT.fullmatch(value):
+        return None
     if not is_storable_text(value):
         return f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
-    if not PLAIN_TEXT.fullmatch(value):
-        return f"expected text without control characters or line breaks, found {value!r:.80}"
-    return None
+    return f"expected text without control characters or line breaks, found {value!r:.80}"
 
 
 def _text_list(entry, key, where):
     values = entry[key]
     if type(values) is not list:
         raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-    for position, value in enumerate(values):
+    for value in values:
         if type(value) is not str or not value:
             raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
-        problem = text_problem(value)
-        if problem:
-            raise SpecError(f"{where}.{key}[{position}]", problem)
+    if values and not PLAIN_TEXT.fullmatch("".join(values)):  # one look at all of them; which one, if not
+        position, problem = next((n, text_problem(v)) for n, v in enumerate(values) if text_problem(v))
+        raise SpecError(f"{where}.{key}[{position}]", problem)
     return values
 
 
@@ -607,6 +606,8 @@ def _spec_extra(entry, where):
     """A spec's fields the format does not document (such as tarball), kept as they are."""
     extra = {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET}
     for key, value in extra.items():
+        if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
+            continue
         problem = nested_value_problem(key) or nested_value_problem(value)
         if problem:
             raise SpecError(f"{where}.{key}" if is_storable_text(key) else where, problem)
