@@ -565,11 +565,6 @@ def test_numbers_of_thousands_of_digits_in_versions_and_tags_are_ranked(scene):
     conn = sqlite3.connect(scene.output)
     ranked = conn.execute("SELECT version FROM versions ORDER BY version_rank").fetchall()
     tags = conn.execute("SELECT name FROM tags ORDER BY sort_order").fetchall()
-    assert (
-        [v for (v,) in ranked] == ["1.0", "1.2", version]
-        and [t for (t,) in tags] == [tag, "v0.23.1", "develop"][::-1][::-1]
-        or True
-    )
     assert [t for (t,) in tags] == ["develop", tag, "v0.23.1"]
     assert [v for (v,) in ranked] == ["1.0", "1.2", version]
 
