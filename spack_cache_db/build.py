@@ -12,15 +12,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, build_indexes, inputs, load, microarchitectures
+from .files import FileError, Identity, database_uri, identity, read_start
 from .read_pages import (
     NotACachePage,
     OldLayoutPage,
-    PageError,
     file_digest,
     find_inputs,
     page_document,
-    read_bytes,
     read_page,
+    read_source,
     read_tags_yaml,
 )
 from .records import Configurations, InputError
@@ -66,18 +66,24 @@ class Plan:
     indexes: build_indexes.IndexPlan
     page_tags: str  # which tags pages may give (none that indexes give; only those --tag asks for)
     skipped: Counter  # tag -> page files not read, by their folder: the tag is read from its indexes or not asked for
+    problems: list  # InputError: unreadable folders, links out of an input, names not in UTF-8 (--keep-going)
 
 
-def build(paths, output, *, keep_going=False, strict=False, tags=(), progress=None):
+def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=False, progress=None):
     """Build (or bring up to date) the database at output from the pages, build-cache indexes and mirrors in
-    paths; with tags (shell-style patterns), only the tags that match."""
+    paths; with tags (shell-style patterns), only the tags that match. overwrite: replace output even when
+    it is not a database this project built."""
     started = time.monotonic()
     output = Path(output)
+    _refuse_output_inside_inputs(paths, output)
     remove_stale_temporaries(output)
     arguments = inputs.classify(paths)
-    existing = _existing_sources(output)
+    page_inputs = find_inputs(arguments.pages)
+    if page_inputs.problems and not keep_going:
+        raise page_inputs.problems[0]
+    existing = _existing_sources(output, overwrite)
     index_plan = _plan_indexes(arguments, tags, existing, output, keep_going, progress)
-    plan = _plan(find_inputs(arguments.pages), existing, index_plan, tags)
+    plan = _plan(page_inputs, existing, index_plan, tags)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
     summary.pages_removed = len(plan.removed)
     summary.skipped_pages.update(plan.skipped)
@@ -93,6 +99,8 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), progress=No
     try:
         if existing is not None:
             shutil.copyfile(output, temporary)
+        else:
+            temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
         conn = open_for_build(temporary)
         try:
             if existing is None:
@@ -110,7 +118,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), progress=No
             summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
             finished = temporary
             if existing is None or _worth_compacting(conn):
-                conn.execute("VACUUM INTO ?", (str(compacted),))
+                conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
                 finished = compacted
         finally:
             conn.close()
@@ -118,8 +126,8 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), progress=No
     except (sqlite3.Error, OSError) as error:
         raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
     finally:
-        temporary.unlink(missing_ok=True)
-        compacted.unlink(missing_ok=True)
+        _remove_quietly(temporary)
+        _remove_quietly(compacted)
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -129,6 +137,7 @@ def _nothing_to_do(plan, existing):
     return (
         not (plan.to_read or plan.touched or plan.removed)
         and plan.tags_digest == existing["tags"]
+        and {(e.path, e.field, e.expected) for e in plan.problems} == existing["input_problems"]
         and not (indexes.to_load or indexes.removed or indexes.failures)
     )
 
@@ -155,7 +164,16 @@ def remove_stale_temporaries(output):
     for candidate in output.parent.glob(f".{output.name}.tmp-*"):
         pid = re.fullmatch(r"(\d+)(?:\.new)?", candidate.name.rsplit(".tmp-", 1)[-1])
         if pid and not _process_alive(int(pid.group(1))):
-            candidate.unlink(missing_ok=True)
+            _remove_quietly(candidate)
+
+
+def _remove_quietly(path):
+    """Clean up without hiding why the build stopped: on a read-only or failing file system even removing a
+    file that is not there fails, and a file left behind is removed by the next build."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _process_alive(pid):
@@ -170,41 +188,69 @@ def _process_alive(pid):
     return True
 
 
-def _existing_sources(output):
-    """What an earlier build of output read, or None when output has to be built from scratch."""
-    if not output.exists():
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _existing_sources(output, overwrite=False):
+    """What an earlier build of output read, or None when output has to be built from scratch. A file this
+    project did not build is refused, unless overwrite; something that is not a file, always."""
+    header = read_start(output, len(SQLITE_HEADER))
+    if not header:  # nothing there, or an empty file: nothing to lose
         return None
+    if header != SQLITE_HEADER:
+        return _not_ours(output, "expected a SQLite database built by spack-cache-db (or a new path)", overwrite)
     try:
-        with open(output, "rb") as f:
-            header = f.read(16)
-    except OSError as error:
-        raise BuildError(f"{output}: cannot read the existing output ({error.strerror})") from error
-    if header != b"SQLite format 3\x00":
-        raise BuildError(
-            f"{output}: expected a SQLite database built by spack-cache-db (or a new path); refusing to replace it"
-        )
-    try:
-        conn = sqlite3.connect(f"file:{output}?mode=ro", uri=True)
+        conn = sqlite3.connect(database_uri(output), uri=True)
         try:
             info = dict(conn.execute("SELECT key, value FROM build_info"))
+            if "spack_cache_db_version" not in info:
+                return _not_ours(output, "expected a database built by spack-cache-db, found another", overwrite)
             if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
                 return None
             sources = {
-                path: (size, mtime, digest, outcome)
-                for path, size, mtime, digest, outcome in conn.execute(
-                    "SELECT path, size, mtime_ns, digest, outcome FROM sources"
+                path: (Identity(size, mtime, ctime, inode), digest, outcome)
+                for path, size, mtime, ctime, inode, digest, outcome in conn.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, digest, outcome FROM sources"
                 )
             }
-            return {
-                "sources": sources,
-                "tags": info.get("tags_digest", ""),
-                "page_tags": info.get("page_tags", ""),
-                "indexes": build_indexes.stored_indexes(conn),
-            }
+            input_problems = set(conn.execute(INPUT_PROBLEMS))
+            indexes = build_indexes.stored_indexes(conn)
         finally:
             conn.close()
-    except sqlite3.DatabaseError:
+    except sqlite3.DatabaseError as error:
+        return _not_ours(output, f"expected a database built by spack-cache-db ({error})", overwrite)
+    return {
+        "sources": sources,
+        "tags": info.get("tags_digest", ""),
+        "page_tags": info.get("page_tags", ""),
+        "input_problems": input_problems,
+        "indexes": indexes,
+    }
+
+
+def _not_ours(output, expected, overwrite):
+    """None (build output from scratch) with overwrite; otherwise the build stops."""
+    if overwrite:
         return None
+    raise BuildError(f"{output}: {expected}; refusing to replace it (--overwrite replaces it anyway)")
+
+
+def _refuse_output_inside_inputs(paths, output):
+    """A build must not read its own output: an output inside an input folder would be read as input by the
+    next build (inside _cache/, as a page that cannot be read)."""
+    where = Path(output).resolve()
+    for given in paths:
+        folder = Path(given).resolve()
+        if os.path.isdir(folder) and where.is_relative_to(folder):
+            raise BuildError(
+                f"{output}: expected an output outside the inputs; {given} holds it, so the next build would"
+                " read it as input"
+            )
+
+
+# Problems about inputs rather than files read (a folder that could not be read): an incremental build
+# records them again.
+INPUT_PROBLEMS = "SELECT path, field, message FROM problems WHERE path NOT IN (SELECT path FROM sources)"
 
 
 def _plan(page_inputs, existing, index_plan, tags):
@@ -221,25 +267,43 @@ def _plan(page_inputs, existing, index_plan, tags):
             continue
         seen.add(source.path)
         before = known.get(source.path)
-        if before is None or before[3] == "rejected" or (folder_tag is None and read_skipped_again):
+        if before is None or before[2] == "rejected" or (folder_tag is None and read_skipped_again):
             to_read.append(source)
             continue
-        stat = _stat(source.path)
-        if (stat.st_size, stat.st_mtime_ns) == before[:2]:
+        change = _change(source, before)
+        if change is None:
             unchanged += 1
-        elif file_digest(read_bytes(source.path)) == before[2]:
-            touched.append((source, stat))
-        else:
+        elif change == "content":
             to_read.append(source)
+        else:
+            touched.append((source, change))
     removed = [path for path in known if path not in seen]
-    return Plan(to_read, touched, unchanged, removed, tags_yaml, tags_digest, index_plan, page_tags, skipped)
+    return Plan(
+        to_read,
+        touched,
+        unchanged,
+        removed,
+        tags_yaml,
+        tags_digest,
+        index_plan,
+        page_tags,
+        skipped,
+        page_inputs.problems,
+    )
 
 
-def _stat(path):
+def _change(source, before):
+    """None when the file is as an earlier build read it (size, mtime, ctime and inode); the new Identity when
+    only that changed (a copy, a touch: the same digest); 'content' otherwise, and when it cannot be read
+    now: reading it again will say why."""
+    recorded, digest, _ = before
     try:
-        return os.stat(path)
-    except OSError as error:
-        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+        if identity(os.stat(source.path)) == recorded:
+            return None
+        data, now = read_source(source)
+    except (OSError, FileError):
+        return "content"
+    return now if file_digest(data) == digest else "content"
 
 
 def _load(conn, path, plan, summary, keep_going, tags, progress):
@@ -257,13 +321,19 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if changed_tags:  # pages went: whatever only they used goes too
             load.prune_orphans(conn, full_text=True)
         conn.execute("DELETE FROM tag_stacks")
-        for source, stat in plan.touched:
-            conn.execute("UPDATE sources SET mtime_ns = ? WHERE path = ?", (stat.st_mtime_ns, source.path))
+        conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
+        for source, now in plan.touched:
+            conn.execute(
+                "UPDATE sources SET mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
+                (now.mtime_ns, now.ctime_ns, now.inode, source.path),
+            )
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
     writer = BackgroundWriter(path)
     try:
         loader = load.Loader(conn, writer)
         configurations = Configurations()
+        for error in plan.problems:
+            _record_problem(loader, summary, error)
         if progress:
             progress.start(len(plan.to_read))
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
@@ -275,10 +345,12 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if plan.indexes.to_load and progress:
             progress.start_indexes(sum(len(t.read) for t in plan.indexes.to_load))
         for index_tag in plan.indexes.to_load:
+            loader.mark(index_tag.tag)
             _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
             loader.flush()
         for tag, error in plan.indexes.failures:
             loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
+        loader.mark("_data/tags.yaml")
         load.load_tags_yaml(loader, plan.tags)
         loader.flush()
         writer.finish()
@@ -298,9 +370,10 @@ def _reads_from_pages(index_tags, patterns):
 def _load_file(loader, configurations, source, summary, keep_going, read_from_pages):
     """Read one file into the loader; returns how many specs it listed."""
     checkpoint = loader.checkpoint()
+    loader.mark(source.path)
     data, page, outcome, specs = None, None, "page", 0
     try:
-        data = read_bytes(source.path)
+        data, read = read_source(source)
         page = read_page(source, data)
         if not read_from_pages(page.tag):
             summary.skipped_pages[page.tag] += 1
@@ -327,12 +400,10 @@ def _load_file(loader, configurations, source, summary, keep_going, read_from_pa
             raise
         loader.rollback(checkpoint)
         outcome = "rejected"
-        summary.rejected.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
+        _record_problem(loader, summary, error)
     if data is not None:
-        stat = _stat(source.path)
         digest = page.digest if page else file_digest(data)
-        loader.queue("sources", (source.path, stat.st_size, stat.st_mtime_ns, digest, outcome))
+        loader.queue("sources", (source.path, *read, digest, outcome))
     return specs
 
 
@@ -375,6 +446,12 @@ def _flush_now_and_then(loader):
     """Hand rows to the writer in batches, so that it inserts them while this process reads on."""
     if len(loader.pending["page_specs"]) + len(loader.pending["spec_dependencies"]) >= FLUSH_EVERY:
         loader.flush()
+
+
+def _record_problem(loader, summary, error):
+    """With --keep-going: an input that could not be read, in the summary and the problems table."""
+    summary.rejected.append(error)
+    loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
 
 
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):
@@ -431,7 +508,7 @@ SUMMARY_COUNTS = ("binaries", "packages", "pages", "problems", "specs", "tags")
 def counts(db):
     """The row counts people look for, as the build recorded them in row_counts, from an open
     connection or a database path."""
-    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(database_uri(db), uri=True)
     try:
         placeholders = ", ".join("?" * len(SUMMARY_COUNTS))
         return dict(conn.execute(f"SELECT name, count FROM row_counts WHERE name IN ({placeholders})", SUMMARY_COUNTS))
@@ -445,8 +522,19 @@ def _swap_in(temporary, output):
     with open(temporary, "rb") as f:
         os.fsync(f.fileno())
     os.replace(temporary, output)
-    directory = os.open(output.parent, os.O_RDONLY)
+    _sync_folder(output.parent)
+
+
+def _sync_folder(folder):
+    """Make the rename durable. It is done by now, so a failure here must not be reported as a build that
+    left the output as it was: some file systems refuse to sync a folder, and that only weakens durability."""
+    try:
+        directory = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
     try:
         os.fsync(directory)
+    except OSError:
+        pass
     finally:
         os.close(directory)

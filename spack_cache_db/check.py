@@ -3,6 +3,8 @@
 import sqlite3
 from dataclasses import dataclass, field
 
+from .files import database_uri, read_start
+from .records import InputError
 from .schema import SCHEMA_VERSION
 
 
@@ -22,7 +24,12 @@ class Report:
 def check(path):
     report = Report()
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        read_start(path, 0)  # a FIFO would block SQLite's open
+    except InputError as error:
+        report.fail(f"{path}: not a readable SQLite database ({error.expected})")
+        return report
+    try:
+        conn = sqlite3.connect(database_uri(path), uri=True)
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
     except sqlite3.DatabaseError as error:
         report.fail(f"{path}: not a readable SQLite database ({error})")

@@ -57,8 +57,9 @@ def _existing_or_remote(context, parameter, paths):
     metavar="PATTERN",
     help="Read only tags matching this shell-style pattern (repeatable: develop, 'v2025.*').",
 )
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT even if spack-cache-db did not build it.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
-def build(paths, output, keep_going, strict, tags, quiet):
+def build(paths, output, keep_going, strict, tags, overwrite, quiet):
     """Build OUTPUT from PATHS: cache pages (files, folders, a cache.spack.io checkout) and build-cache
     indexes (a cache_spack_io_index.json file or URL, a mirror folder or URL, or TAG=LOCATION).
 
@@ -71,7 +72,9 @@ def build(paths, output, keep_going, strict, tags, quiet):
     show_progress = not quiet and sys.stderr.isatty()
     try:
         with _progress(show_progress) as progress:
-            summary = build_database(paths, output, keep_going=keep_going, strict=strict, tags=tags, progress=progress)
+            summary = build_database(
+                paths, output, keep_going=keep_going, strict=strict, tags=tags, overwrite=overwrite, progress=progress
+            )
     except (InputError, BuildError) as error:
         click.echo(f"Error: {error}", err=True)
         click.echo(f"{output} was left as it was.", err=True)
@@ -194,7 +197,11 @@ def _index_lines(summary):
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 def export(database, outdir, quiet):
     """Write OUTDIR/_cache/<tag>/<package>/specs.md for every page in DATABASE."""
-    written = export_module.export(database, outdir)
+    try:
+        written = export_module.export(database, outdir)
+    except (export_module.ExportError, InputError) as error:
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(1)
     if not quiet:
         click.echo(f"Wrote {written} page(s) under {Path(outdir) / '_cache'}")
 

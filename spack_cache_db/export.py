@@ -1,10 +1,14 @@
 """Write the pages back out from the database, in the form cache.spack.io's generator writes."""
 
+import errno
 import json
+import os
 import sqlite3
 from pathlib import Path
 
+from .files import database_uri, read_start
 from .normalise import Compiler, standard_tarball_url
+from .read_pages import NAME
 
 PAGES = """
 SELECT pages.id, tags.name, packages.name, pages.meta, pages.sorted_keys, pages.key_order, pages.extra
@@ -32,22 +36,105 @@ ORDER BY page_specs.position
 """
 
 
+class ExportError(Exception):
+    """Export stopped: the message names the file or folder and says why."""
+
+
 def export(database, outdir):
-    """Write OUTDIR/_cache/<tag>/<package>/specs.md for every page; returns how many were written."""
-    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    """Write OUTDIR/_cache/<tag>/<package>/specs.md for every page; returns how many were written. Nothing is
+    written outside OUTDIR: a link inside it is never followed."""
+    if read_start(database, 0) is None:  # a FIFO would block SQLite's open
+        raise ExportError(f"{database}: expected a database built by spack-cache-db, found nothing")
+    conn = sqlite3.connect(database_uri(database), uri=True)
     written = 0
     try:
-        for page_id, tag, package, meta, sorted_keys, key_order, extra in conn.execute(PAGES).fetchall():
-            specs = [_spec_entry(tag, package, row) for row in conn.execute(SPECS, (page_id,))]
-            order = None if sorted_keys else json.loads(key_order)
-            text = page_text(package, tag, meta, [_ordered(entry, order) for entry in specs], extra)
-            target = Path(outdir) / "_cache" / tag / package / "specs.md"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8", newline="")
-            written += 1
+        pages = conn.execute(PAGES).fetchall()
+        root = _open_outdir(outdir)
+        try:
+            for page_id, tag, package, meta, sorted_keys, key_order, extra in pages:
+                for table, name in (("tags", tag), ("packages", package)):
+                    if not isinstance(name, str) or not NAME.fullmatch(name):
+                        raise ExportError(
+                            f"{database}: {table}.name: expected a name that can be a folder, found {name!r:.80}"
+                        )
+                specs = [_spec_entry(tag, package, row) for row in conn.execute(SPECS, (page_id,))]
+                order = None if sorted_keys else json.loads(key_order)
+                text = page_text(package, tag, meta, [_ordered(entry, order) for entry in specs], extra)
+                _write_inside(root, Path(outdir), ("_cache", tag, package), "specs.md", text.encode("utf-8"))
+                written += 1
+        finally:
+            os.close(root)
+    except sqlite3.DatabaseError as error:
+        raise ExportError(f"{database}: expected a database built by spack-cache-db ({error})") from error
     finally:
         conn.close()
     return written
+
+
+def _open_outdir(outdir):
+    """OUTDIR, made if missing, opened as the user named it (it may be a link)."""
+    try:
+        os.makedirs(outdir, exist_ok=True)
+        return os.open(outdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise ExportError(f"{outdir}: expected a folder that can be written ({error.strerror})") from error
+
+
+def _write_inside(root, outdir, folders, name, data):
+    """Write root/folders.../name, never through a link: each folder is opened relative to the one before
+    with O_NOFOLLOW, and the file is replaced (a link there is replaced, not followed)."""
+    fd, where = os.dup(root), outdir
+    try:
+        for folder in folders:
+            where = where / folder
+            child = _enter(fd, folder, where, outdir)
+            os.close(fd)
+            fd = child
+        _replace(fd, name, data, where / name)
+    finally:
+        os.close(fd)
+
+
+def _enter(parent, name, where, outdir):
+    """The folder name inside parent, made if missing, opened without following a link."""
+    try:
+        try:
+            os.mkdir(name, dir_fd=parent)
+        except FileExistsError:
+            pass
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            found = "a link" if os.path.islink(where) else "a file"
+            raise ExportError(
+                f"{where}: expected a folder, found {found} (export writes only inside {outdir})"
+            ) from error
+        raise ExportError(f"{where}: expected a folder that can be written ({error.strerror})") from error
+
+
+def _replace(folder, name, data, where):
+    temporary = f".{name}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder
+        )
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError as error:
+        _remove_quietly(temporary, folder)
+        raise ExportError(f"{where}: expected a file that can be written ({error.strerror})") from error
+
+
+def _remove_quietly(name, folder):
+    try:
+        os.unlink(name, dir_fd=folder)
+    except OSError:  # not there, or the folder cannot be written: the error that matters is being raised
+        pass
 
 
 def _spec_entry(tag, package, row):

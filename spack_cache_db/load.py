@@ -55,6 +55,7 @@ class Loader:
         self.ids = {}
         self.next_id = {}
         self.pending = {table: [] for table in WRITTEN}
+        self.origins = []  # see mark()
         for table, sql in EXISTING_KEYS.items():
             self.ids[table] = {_key_of(row): row[-1] for row in conn.execute(sql)}
             self.next_id[table] = max(self.ids[table].values(), default=0) + 1
@@ -378,11 +379,16 @@ class Loader:
             self.spec_sizes.pop(key, None)
         self.next_id = next_id
 
+    def mark(self, source):
+        """The rows queued from here on come from source (a file), until the next mark."""
+        self.origins.append((source, {table: len(rows) for table, rows in self.pending.items()}))
+
     def flush(self):
-        batches = [(STATEMENTS[table], rows) for table, rows in self.pending.items() if rows]
+        batches = [(table, STATEMENTS[table], rows) for table, rows in self.pending.items() if rows]
         if batches:
-            self.writer.write(batches)
+            self.writer.write(batches, self.origins)
             self.pending = {table: [] for table in WRITTEN}
+        self.origins = []
 
 
 def load_tags_yaml(loader, tags):

@@ -12,12 +12,27 @@ INFINITY_WORDS = ("stable", "trunk", "head", "master", "main", "develop")
 PRERELEASES = ("alpha", "beta", "rc")
 _FINAL_RELEASE = (len(PRERELEASES),)
 _COMPONENT = re.compile(r"[A-Za-z]+|[0-9]+")
-_PRERELEASE_SUFFIX = re.compile(r"^(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)$")
+_PRERELEASE_SUFFIX = re.compile(r"(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)")  # every pattern here: fullmatch
+
+
+def _number(digits):
+    """A key that orders digit strings as the numbers they spell, of any length (int() refuses more than
+    4,300 digits)."""
+    digits = digits.lstrip("0")
+    return (len(digits), digits)
+
+
+_COMPLEMENT = str.maketrans("0123456789", "9876543210")
+
+
+def _number_descending(digits):
+    digits = digits.lstrip("0")
+    return (-len(digits), digits.translate(_COMPLEMENT))
 
 
 def _component_key(component):
     if component.isdigit():
-        return (2, int(component), "")
+        return (2, _number(component), "")
     word = component.lower()
     if word in INFINITY_WORDS:
         return (3, INFINITY_WORDS.index(word), "")
@@ -32,10 +47,10 @@ def version_key(version):
     other words), a shorter prefix sorts first, and alphaN < betaN < rcN < the release.
     """
     release, prerelease = version, _FINAL_RELEASE
-    match = _PRERELEASE_SUFFIX.match(version)
+    match = _PRERELEASE_SUFFIX.fullmatch(version)
     if match and match.group(1):
         release = match.group(1)
-        prerelease = (PRERELEASES.index(match.group(2)), int(match.group(3)))
+        prerelease = (PRERELEASES.index(match.group(2)), _number(match.group(3)))
     components = tuple(_component_key(c) for c in _COMPONENT.findall(release))
     return (components, prerelease)
 
@@ -52,16 +67,16 @@ class Tag:
         return f"{MIRROR_ROOT}/{self.name}"
 
 
-_SNAPSHOT = re.compile(r"^develop-(\d{4}-\d{2}-\d{2})$")
-_RELEASE = re.compile(r"^v(\d+(?:\.\d+)*)$")
+_SNAPSHOT = re.compile(r"develop-([0-9]{4}-[0-9]{2}-[0-9]{2})")
+_RELEASE = re.compile(r"v([0-9]+(?:\.[0-9]+)*)")
 
 
 def classify_tag(name):
     if name == "develop":
         return Tag(name, "develop", None, None)
-    if match := _SNAPSHOT.match(name):
+    if match := _SNAPSHOT.fullmatch(name):
         return Tag(name, "snapshot", match.group(1), None)
-    if match := _RELEASE.match(name):
+    if match := _RELEASE.fullmatch(name):
         return Tag(name, "release", None, match.group(1))
     return Tag(name, "other", None, None)
 
@@ -71,9 +86,9 @@ def tag_sort_key(tag):
     if tag.kind == "develop":
         return (0,)
     if tag.kind == "release":
-        return (1, tuple(-int(part) for part in tag.release_version.split(".")))
+        return (1, tuple(map(_number_descending, tag.release_version.split("."))))
     if tag.kind == "snapshot":
-        return (2, tuple(-int(part) for part in tag.snapshot_date.split("-")))
+        return (2, tuple(map(_number_descending, tag.snapshot_date.split("-"))))
     return (3, tag.name)
 
 
@@ -86,7 +101,7 @@ class Compiler:
         return self.name if self.version is None else f"{self.name}@{self.version}"
 
 
-_COMPILER = re.compile(r"^([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?$")
+_COMPILER = re.compile(r"([A-Za-z0-9_.+-]+?)(?:@(=?)([A-Za-z0-9_.+-]+))?")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -95,7 +110,7 @@ def parse_compiler(text):
 
     Returns None for text that is not a compiler spelling.
     """
-    match = _COMPILER.match(text)
+    match = _COMPILER.fullmatch(text)
     if not match:
         return None
     name, exact, version = match.groups()
@@ -121,13 +136,17 @@ class Variant:
         return self.value.split(",")
 
 
-_VARIANT = re.compile(r"^(?:([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)(.*))$", re.DOTALL)
+# Characters no name or value may hold: C0 and C1 controls (newlines, tabs, escapes, NUL) and the Unicode
+# line and paragraph separators.
+CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}\\ud800-\\udfff]+")  # and no lone surrogates: text SQLite takes
+_VARIANT = re.compile(rf"([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)([^{CONTROL_CHARACTERS}]*)")
 
 
 @functools.lru_cache(maxsize=65536)
 def parse_variant(raw):
     """Returns the Variant, or None where the text is not a Spack variant."""
-    match = _VARIANT.match(raw)
+    match = _VARIANT.fullmatch(raw)
     if not match:
         return None
     sign, bool_name, name, operator, value = match.groups()
@@ -170,7 +189,7 @@ def spec_string(package, version, variants, platform, os, target, compiler):
     return text
 
 
-HASH = re.compile(r"^[a-z2-7]{32}$")  # Spack's DAG hash: 32 characters of its base32 alphabet
+HASH = re.compile(r"[a-z2-7]{32}")  # Spack's DAG hash: 32 characters of its base32 alphabet (use fullmatch)
 
 
 def derived_meta(specs):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from .normalise import HASH, derived_meta, parse_compiler, parse_variant
+from .files import display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
+from .normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
 from .records import Binary, Built, Document, InputError, interned
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
@@ -55,39 +56,110 @@ class Page:
 class Inputs:
     files: list
     tags_yaml: list  # paths of _data/tags.yaml files
+    problems: list = field(default_factory=list)  # PageError: what could not be listed or named
 
 
 def find_inputs(paths):
     """Expand files, folders and checkouts into page files (sorted, for a deterministic build)."""
-    files, tags_yaml = {}, []
+    files, tags_yaml, problems = {}, [], []
     for given in paths:
         root = Path(given)
-        if root.is_file():
-            files[str(root)] = SourceFile(str(root), explicit=True)
+        if os.path.isfile(root):  # os.path's tests say False where pathlib's raise (a folder not searchable)
+            _add_source(files, problems, SourceFile(str(root), explicit=True))
             continue
-        if not root.is_dir():
-            raise PageError(given, "path", "expected an existing file or folder")
+        if not os.path.isdir(root):
+            raise PageError(given, "path", _neither_file_nor_folder(root))
         for data_dir in (root / "_data", root.parent / "_data"):
-            if (data_dir / "tags.yaml").is_file() and str(data_dir / "tags.yaml") not in tags_yaml:
+            if _may_exist(data_dir / "tags.yaml") and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
-        for path in _walk(root):
-            files.setdefault(str(path), _source_file(path))
-    return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml)
+        for path in _walk(root, problems):
+            source = _source_file(path)
+            if source.explicit or is_regular_file(path):  # elsewhere a FIFO, a device or a dangling link is no page
+                _add_source(files, problems, source)
+    return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
 
 
-def _walk(root):
-    """Files under root, in sorted order; folders that are symbolic links are followed, each folder once."""
-    seen = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        folder = os.stat(dirpath)
-        if (folder.st_dev, folder.st_ino) in seen:  # a link back to a folder already walked
-            dirnames.clear()
+def _add_source(files, problems, source):
+    """A file to read, unless its name cannot be stored as text (not UTF-8): that is a problem naming it."""
+    if is_storable_text(source.path):
+        files.setdefault(source.path, source)
+    else:
+        problems.append(
+            PageError(display_path(source.path), "file", "expected a file name in UTF-8 (names are stored as text)")
+        )
+
+
+def _may_exist(path):
+    """False when path is not there; True otherwise, also when it cannot be looked at (reading it says why)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _neither_file_nor_folder(path):
+    try:
+        return f"expected a regular file or a folder, found {kind_of(os.stat(path).st_mode)}"
+    except OSError as error:
+        return f"expected an existing file or folder ({error.strerror})"
+
+
+def _walk(root, problems):
+    """Files under root, in sorted order. Folders that are links are followed when they lead inside root,
+    each folder once; a link that leads out of root, or a folder that cannot be read, goes to problems."""
+    top, seen, pending = os.path.realpath(root), set(), [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            info = os.stat(folder)
+            if (info.st_dev, info.st_ino) in seen:  # a link to a folder already walked
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(folder) as listing:
+                entries = sorted((entry for entry in listing if not entry.name.startswith(".")), key=_name)
+        except OSError as error:
+            problems.append(PageError(display_path(folder), "folder", f"expected a readable folder ({error.strerror})"))
             continue
-        seen.add((folder.st_dev, folder.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("_data", "_site"))
-        for name in sorted(filenames):
-            if not name.startswith("."):
-                yield Path(dirpath) / name
+        subfolders = []
+        for entry in entries:
+            if not _is_folder(entry):
+                yield folder / entry.name
+            elif entry.name not in ("_data", "_site") and _inside(top, root, entry, problems):
+                subfolders.append(folder / entry.name)
+        pending.extend(reversed(subfolders))
+
+
+def _name(entry):
+    return entry.name
+
+
+def _is_folder(entry):
+    try:
+        return entry.is_dir()
+    except OSError:  # cannot be looked at: read as a file, which says why
+        return False
+
+
+def _inside(top, root, entry, problems):
+    """Whether the folder entry is inside the input root (top, after links): a link out of it is not
+    followed, so that a link to / does not walk the whole machine."""
+    if not entry.is_symlink():
+        return True
+    target = os.path.realpath(entry.path)
+    if os.path.commonpath([top, target]) == top:
+        return True
+    problems.append(
+        PageError(
+            display_path(entry.path),
+            "folder",
+            f"expected a folder inside {display_path(str(root))}, found a link to {display_path(target)}"
+            " (not followed: name it as an input to read it)",
+        )
+    )
+    return False
 
 
 def _source_file(path):
@@ -104,12 +176,9 @@ def file_digest(data):
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def read_bytes(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as error:
-        raise PageError(path, "file", f"expected a readable file ({error.strerror})") from error
+def read_source(source):
+    """The bytes of a source file and the Identity of what was read; raises FileError (an InputError)."""
+    return read_regular_file(source.path)
 
 
 def read_page(source, data):
@@ -133,6 +202,8 @@ def read_page(source, data):
         raise PageError(path, "spec_details", "expected a JSON list of specs")
     for key in ("title", "layout", "categories"):
         fields.pop(key)
+    _check_nested(path, "meta", meta)
+    _check_extra_fields(path, fields)
     key_orders = list(dict.fromkeys(tuple(spec) for spec in specs if type(spec) is dict))  # a page's specs share a few
     sorted_keys = meta_text is not None and _written_sorted(meta, key_orders)  # only the generator's form is
     if meta_text is None:
@@ -151,6 +222,14 @@ def read_page(source, data):
     )
 
 
+def _check_extra_fields(path, fields):
+    """Fields we do not know are kept and written back as 'name: <JSON>' lines: each name must be one."""
+    for key, value in fields.items():
+        if type(key) is not str or not _FIELD_NAME.fullmatch(key):
+            raise PageError(path, "front matter", f"expected field names of letters, digits and '_', found {key!r:.80}")
+        _check_nested(path, key, value)
+
+
 def _decode(path, data, explicit):
     if not data.strip():
         raise PageError(path, "file", "expected a page with YAML front matter, found an empty file")
@@ -166,12 +245,13 @@ def _decode(path, data, explicit):
     return text
 
 
-_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE = re.compile(rf"({_FIELD_NAME.pattern}): (.*)")  # use fullmatch
 # Names become folders on export: no separators, no leading dot.
 _NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
-_NAME = re.compile(f"^{_NAME_PATTERN}$")
-_CATEGORIES = re.compile(rf"^\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]$")  # anything else: YAML decides
-_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+NAME = re.compile(_NAME_PATTERN)  # every pattern here: fullmatch
+_CATEGORIES = re.compile(rf"\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]")  # anything else: YAML decides
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
 
@@ -206,15 +286,15 @@ def _generator_form(body):
     """Fast path for pages in the form the generator writes: one 'key: value' line per field."""
     fields = {}
     for line in body.splitlines():
-        match = _LINE.match(line)
+        match = _LINE.fullmatch(line)
         if not match or match.group(1) in fields:
             return None
         key, value = match.groups()
         fields[key] = value
     if tuple(fields) != _FRAME_FIELDS:
         return None
-    title = _QUOTED.match(fields["title"])
-    categories = _CATEGORIES.match(fields["categories"])
+    title = _QUOTED.fullmatch(fields["title"])
+    categories = _CATEGORIES.fullmatch(fields["categories"])
     if not title or not categories or fields["layout"] != "cache":
         return None
     try:
@@ -228,9 +308,47 @@ def _generator_form(body):
 def _json(path, field, text):
     """Numbers written with a fraction keep their text: 1.10 must not become 1.1."""
     try:
-        return json.loads(text, parse_float=str)
+        return json.loads(text, parse_float=str, parse_constant=_not_json)
     except json.JSONDecodeError as error:
         raise PageError(path, field, f"expected valid JSON ({error})") from error
+    except ValueError as error:  # NaN or Infinity; a number past int()'s 4,300 digits
+        raise PageError(path, field, f"expected valid JSON ({_one_line(error).split(';')[0]})") from error
+    except RecursionError as error:
+        raise PageError(path, field, f"expected JSON nested at most {MAX_DEPTH} deep") from error
+
+
+def _not_json(name):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+# How deep a value in a page may nest. Real pages nest 3 deep (spec_details, a spec, its lists); values
+# that nest deeper than Python's recursion limit cannot even be written back.
+MAX_DEPTH = 32
+
+
+def nested_value_problem(value):
+    """None, or what is wrong with a value a page gives as it is (meta, fields we do not know): nested too
+    deep, or text that is not Unicode (a lone UTF-16 surrogate such as \\ud800 cannot be stored)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return f"expected values nested at most {MAX_DEPTH} deep"
+        if type(item) is str:
+            if not is_storable_text(item):
+                return f"expected Unicode text, found {item!r:.80} (a lone surrogate)"
+        elif type(item) is dict:
+            pending.extend((key, depth + 1) for key in item)
+            pending.extend((entry, depth + 1) for entry in item.values())
+        elif type(item) is list:
+            pending.extend((entry, depth + 1) for entry in item)
+    return None
+
+
+def _check_nested(path, field_name, value):
+    problem = nested_value_problem(value)
+    if problem:
+        raise PageError(path, field_name, problem)
 
 
 _USUAL_SPEC_KEYS = tuple(sorted(SPEC_FIELDS))
@@ -243,10 +361,57 @@ def _written_sorted(meta, key_orders):
     return all(keys == _USUAL_SPEC_KEYS or list(keys) == sorted(keys) for keys in key_orders)
 
 
+# Front matter in any form but the generator's one-line JSON is read by PyYAML in Python, at about 0.3 MB/s.
+MAX_YAML_BYTES = 16 * 1024 * 1024
+
+
+class RefusedYaml(Exception):
+    """YAML that pages never need and that would cost too much to read."""
+
+    def __init__(self, expected, mark):
+        super().__init__(f"{expected} (line {mark.line + 1}, column {mark.column + 1})")
+
+
+class PageYamlLoader(yaml.BaseLoader):
+    """BaseLoader (every scalar stays the text the document has) that refuses what pages never need: anchors
+    and aliases (a kilobyte of nested aliases stands for gigabytes of values), and values nested deeper than
+    MAX_DEPTH (PyYAML composes a node with one recursive call per level)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise RefusedYaml("expected no YAML anchors or aliases (&name, *name)", event.start_mark)
+        if self.depth >= MAX_DEPTH:
+            raise RefusedYaml(f"expected YAML nested at most {MAX_DEPTH} deep", event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(text):
+    """A YAML document as text values; raises yaml.YAMLError or RefusedYaml."""
+    return yaml.load(text, Loader=PageYamlLoader)
+
+
 def _yaml_form(path, body):
-    """Any other YAML: BaseLoader keeps every scalar as the text the document has."""
+    """Any other YAML: every scalar is kept as the text the document has."""
+    if len(body) > MAX_YAML_BYTES:
+        raise PageError(
+            path,
+            "front matter",
+            f"expected YAML front matter of at most {MAX_YAML_BYTES // 2**20} MiB (the generator's one-line form"
+            f" may be longer), found {len(body):,} characters",
+        )
     try:
-        fields = yaml.load(body, Loader=yaml.BaseLoader)
+        fields = load_yaml(body)
+    except RefusedYaml as error:
+        raise PageError(path, "front matter", str(error)) from error
     except yaml.YAMLError as error:
         raise PageError(path, "front matter", f"expected valid YAML ({_one_line(error)})") from error
     if not isinstance(fields, dict):
@@ -276,7 +441,7 @@ def _check_layout(path, fields, explicit):
 
 def _title(path, fields):
     title = fields["title"]
-    if not isinstance(title, str) or not _NAME.match(title):
+    if not isinstance(title, str) or not NAME.fullmatch(title):
         raise PageError(
             path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}"
         )
@@ -292,7 +457,7 @@ def _tag(path, fields):
         or not isinstance(categories[1], str)
     ):
         raise PageError(path, "categories", "expected [package, <tag>]")
-    if not _NAME.match(categories[1]):
+    if not NAME.fullmatch(categories[1]):
         raise PageError(
             path,
             "categories",
@@ -303,21 +468,30 @@ def _tag(path, fields):
 
 def read_tags_yaml(path):
     """[(tag name, [stack, ...]), ...] from a cache.spack.io _data/tags.yaml, names kept as text."""
+    data, _ = read_regular_file(path, limit=MAX_YAML_BYTES)
     try:
-        with open(path, encoding="utf-8") as f:
-            entries = yaml.load(f, Loader=yaml.BaseLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        entries = load_yaml(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, RefusedYaml) as error:
         raise PageError(path, "tags", f"expected a readable YAML list of tags ({_one_line(error)})") from error
     if not isinstance(entries, list):
         raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")
     tags = []
     for number, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise PageError(path, f"[{number}].name", "expected a tag name")
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise PageError(
+                path,
+                f"[{number}].name",
+                f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}",
+            )
         stacks = entry.get("stacks", [])
-        if not isinstance(stacks, list) or not all(isinstance(s, str) for s in stacks):
+        if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
             raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
-        tags.append((entry["name"], stacks))
+        for position, stack in enumerate(stacks):
+            problem = text_problem(stack)
+            if problem:
+                raise PageError(path, f"[{number}].stacks[{position}]", problem)
+        tags.append((name, stacks))
     return tags
 
 
@@ -332,7 +506,18 @@ def _text(entry, key, where):
     value = entry[key]
     if type(value) is not str or not value:
         raise SpecError(f"{where}.{key}", "expected non-empty text")
+    if not PLAIN_TEXT.fullmatch(value):
+        raise SpecError(f"{where}.{key}", text_problem(value))
     return value
+
+
+def text_problem(value):
+    """None, or why a name or value cannot be stored and written back as it is."""
+    if PLAIN_TEXT.fullmatch(value):
+        return None
+    if not is_storable_text(value):
+        return f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
+    return f"expected text without control characters or line breaks, found {value!r:.80}"
 
 
 def _text_list(entry, key, where):
@@ -342,6 +527,9 @@ def _text_list(entry, key, where):
     for value in values:
         if type(value) is not str or not value:
             raise SpecError(f"{where}.{key}", "expected a list of non-empty strings")
+    if values and not PLAIN_TEXT.fullmatch("".join(values)):  # one look at all of them; which one, if not
+        position, problem = next((n, text_problem(v)) for n, v in enumerate(values) if text_problem(v))
+        raise SpecError(f"{where}.{key}[{position}]", problem)
     return values
 
 
@@ -389,8 +577,9 @@ def parse_spec(entry, where, configurations):
         raise SpecError(f"{where}.{missing}", "expected this field")
     built = _built(entry, where, configurations)
     spec_hash = entry["hash"]
-    if type(spec_hash) is not str or not HASH.match(spec_hash):
-        _text(entry, "hash", where)
+    if type(spec_hash) is not str or not HASH.fullmatch(spec_hash):
+        if type(spec_hash) is not str or not spec_hash:
+            raise SpecError(f"{where}.hash", "expected non-empty text")
         raise SpecError(
             f"{where}.hash", f"expected 32 characters of Spack's base32 alphabet (a-z, 2-7), found {spec_hash[:60]!r}"
         )
@@ -409,8 +598,20 @@ def parse_spec(entry, where, configurations):
         built,
         sorted_stacks,
         None if size == "-" else _size(size, where),
-        {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET} if len(entry) > len(SPEC_FIELDS) else {},
+        _spec_extra(entry, where) if len(entry) > len(SPEC_FIELDS) else {},
     )
+
+
+def _spec_extra(entry, where):
+    """A spec's fields the format does not document (such as tarball), kept as they are."""
+    extra = {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET}
+    for key, value in extra.items():
+        if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
+            continue
+        problem = nested_value_problem(key) or nested_value_problem(value)
+        if problem:
+            raise SpecError(f"{where}.{key}" if is_storable_text(key) else where, problem)
+    return extra
 
 
 def _built(entry, where, configurations):
@@ -430,7 +631,7 @@ def _check_built(entry, where, number):
         raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
     compiler = parse_compiler(_text(entry, "compiler", where))
     if compiler is None:
-        raise SpecError(f"{where}.compiler", "expected 'none' or name@version")
+        raise SpecError(f"{where}.compiler", f"expected 'none' or name@version, found {entry['compiler']!r:.80}")
     raw_variants = _text_list(entry, "variants", where)
     variants = []
     for position, raw in enumerate(raw_variants):
@@ -452,12 +653,19 @@ def _check_built(entry, where, number):
     )
 
 
+_SIZE_TEXT = re.compile(r"[0-9]{1,19}")
+MAX_SIZE = 2**63 - 1  # SQLite's largest integer
+
+
 def _size(value, where):
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if type(value) is str and _SIZE_TEXT.fullmatch(value):
+        value = int(value)
+    if type(value) is int and 0 <= value <= MAX_SIZE:
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    raise SpecError(f"{where}.size", "expected '-' (unknown) or a whole number of bytes")
+    raise SpecError(
+        f"{where}.size",
+        f"expected '-' (unknown) or a whole number of bytes up to {MAX_SIZE}, found {_short(value, 80)}",
+    )
 
 
 def meta_disagreements(declared, specs):

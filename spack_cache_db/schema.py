@@ -6,7 +6,7 @@ import hashlib
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3  # 3: build-cache indexes, dependencies between specs
+SCHEMA_VERSION = 3  # 3: build-cache indexes, dependencies between specs, sources' identity
 
 TABLES = """
 CREATE TABLE tags (
@@ -128,6 +128,8 @@ CREATE TABLE sources (
     path TEXT PRIMARY KEY,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
     digest TEXT NOT NULL,
     outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page', 'skipped'))
 ) WITHOUT ROWID;

@@ -6,6 +6,10 @@ import sqlite3
 import sys
 import threading
 
+from .files import database_uri
+from .records import InputError
+from .schema import COLUMNS
+
 
 class BackgroundWriter:
     """Writes batches of rows in a second process with its own connection, so that SQLite's inserts run on
@@ -23,8 +27,10 @@ class BackgroundWriter:
         self.process.start()
         child_end.close()
 
-    def write(self, batches):
-        self._send(batches)
+    def write(self, batches, origins):
+        """batches: [(table, statement, rows)]; origins: [(input, {table: index of its first row})] in the
+        order the inputs queued rows, so that a row the database refuses is named by the input it came from."""
+        self._send((batches, origins))
         if self.pipe.poll():  # the writer sends nothing unasked but why it failed
             self._raise_failure()
 
@@ -56,6 +62,8 @@ class BackgroundWriter:
         except (EOFError, OSError):
             self.process.join()
             reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
+        if type(reply) is tuple:
+            raise InputError(*reply)
         if reply != "done":
             raise sqlite3.OperationalError(reply)
 
@@ -75,10 +83,14 @@ def _start_method():
 
 def _write_batches(path, pipe, builds_end):
     """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
-    what failed and stops."""
+    what failed and stops: (input, field, expected) for a row the database refuses, text otherwise."""
     builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build decides when to stop, and stops this process
-    conn = open_for_build(path)
+    try:
+        conn = open_for_build(path, create=False)
+    except sqlite3.Error as error:
+        pipe.send(str(error))
+        return
     try:
         while True:
             try:
@@ -90,18 +102,56 @@ def _write_batches(path, pipe, builds_end):
                 if message == "finish":
                     return
                 continue
+            batches, origins = message
             conn.execute("BEGIN")
-            for statement, rows in message:
-                conn.executemany(statement, rows)
+            for table, statement, rows in batches:
+                _insert(conn, table, statement, rows, origins)
             conn.execute("COMMIT")
-    except sqlite3.Error as error:
+    except RefusedRow as refused:
+        pipe.send(refused.args)
+    except sqlite3.OperationalError as error:  # the disk: full, read-only, failing
         pipe.send(str(error))
+    except Exception as error:  # anything else, said rather than printed as a traceback by this process
+        pipe.send(f"{type(error).__name__}: {error}")
     finally:
         conn.close()
 
 
-def open_for_build(path):
-    conn = sqlite3.connect(path, isolation_level=None)
+class RefusedRow(Exception):
+    """A row the database refuses: (input, field, expected)."""
+
+
+def _insert(conn, table, statement, rows, origins):
+    written = conn.total_changes
+    try:
+        conn.executemany(statement, rows)
+    except sqlite3.OperationalError:
+        raise
+    except (sqlite3.Error, ValueError, TypeError, OverflowError) as error:
+        # Values are checked before they are queued; should one still be refused, say which input gave it.
+        position = conn.total_changes - written  # the rows before it were inserted
+        source = next((name for name, first in reversed(origins) if first[table] <= position), "an input")
+        column = _refused_column(table, rows[position]) if position < len(rows) else None
+        field = f"{table}.{column}" if column else table
+        raise RefusedRow(source, field, f"expected a value the database can store ({error})") from error
+
+
+def _refused_column(table, row):
+    """The column of a value SQLite cannot take: an integer past 64 bits or text that is not Unicode."""
+    for column, value in zip(COLUMNS[table], row, strict=False):
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            return column
+        if type(value) is str:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return column
+    return None
+
+
+def open_for_build(path, create=True):
+    """A connection for the build's temporary file; without create, a file that is gone stays gone."""
+    conn = sqlite3.connect(database_uri(path, "rwc" if create else "rw"), uri=True, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
     conn.execute("PRAGMA synchronous = OFF")

@@ -248,18 +248,22 @@ def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, mon
         assert rows(tmp_path / "many.db", sql) == rows(tmp_path / "one.db", sql)
 
 
-def test_a_failing_write_stops_the_build_with_sqlites_reason(tmp_path, monkeypatch):
+def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_reason(tmp_path, monkeypatch):
     from spack_cache_db import load
 
-    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    write_page(tmp_path, "cli11", "develop", [spec(2)])
+    page = write_page(tmp_path, "bolt", "develop", [spec(1)])
     monkeypatch.setitem(
         load.STATEMENTS,
         "specs",
         "INSERT INTO specs (id, hash, configuration_id, size, external) VALUES (?, substr(?, 1, 5), ?, ?, ?)",
     )
     db = tmp_path / "cache.db"
-    with pytest.raises(BuildError, match=r"could not write the new database beside it \(CHECK constraint failed"):
+    with pytest.raises(InputError) as raised:
         build([str(tmp_path / "_cache")], db)
+    assert str(raised.value) == (
+        f"{page}: specs: expected a value the database can store (CHECK constraint failed: length(hash) = 32)"
+    )
     assert not db.exists()
     assert list(tmp_path.glob(".cache.db.tmp-*")) == []
 

@@ -8,6 +8,7 @@ from paths import SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
+from spack_cache_db.schema import SCHEMA_VERSION
 
 
 def run(*args):
@@ -105,7 +106,11 @@ def test_export_and_check(tmp_path):
     ).read_bytes()
     result = run("check", db)
     assert result.exit_code == 0
-    assert result.output.splitlines()[:3] == ["ok   integrity_check", "ok   foreign_key_check", "ok   schema version 3"]
+    assert result.output.splitlines()[:3] == [
+        "ok   integrity_check",
+        "ok   foreign_key_check",
+        f"ok   schema version {SCHEMA_VERSION}",
+    ]
 
 
 def test_check_fails_on_a_broken_database(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +11,9 @@ from pagemaker import meta_for, page_facts
 
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.export import export
-from spack_cache_db.read_pages import PageError, SourceFile, read_page
+from spack_cache_db.files import is_storable_text
+from spack_cache_db.read_pages import NotACachePage, OldLayoutPage, PageError, SourceFile, page_document, read_page
+from spack_cache_db.records import Configurations, Document
 
 NAME = st.from_regex(r"[a-z][a-z0-9]{0,6}(-[a-z0-9]{1,5})?", fullmatch=True)
 WORD = st.from_regex(r"[a-z][a-z0-9_.]{0,8}", fullmatch=True)
@@ -131,3 +134,117 @@ def test_damaged_pages_are_named_or_built_whole(text, kind, position, payload):
         assert "--strict" not in str(error)
         raise
     assert exported == original
+
+
+# Issue 13: whatever bytes a file holds, reading it as a page gives a page (a Document) or a PageError, never
+# another exception, in bounded time and memory.
+
+HOSTILE_CHARACTERS = st.sampled_from(
+    ["\ud800", "\udfff", "\n", "\x00", "\x1b", "\u2028", "\t", "a", "7", ".", "@", "="]
+)
+ANY_TEXT = st.text(HOSTILE_CHARACTERS | st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too
+HOSTILE_SCALAR = st.one_of(
+    st.sampled_from([2**63, 10**19, -1, 10**4000, True, "1" * 20, "²", "-"]),
+    st.builds(lambda h, tail: h + tail, HASH, st.sampled_from(["\n", "\x00", "\ud800", " "])),
+    ANY_TEXT,
+)
+JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), HOSTILE_SCALAR)
+ANY_JSON = st.recursive(
+    JSON_SCALAR, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4), max_leaves=20
+)
+SPEC_FIELDS = ["compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions"]
+
+
+@st.composite
+def damaged_specs(draw):
+    """Valid specs with some fields replaced by, or added as, any JSON value."""
+    entries = draw(specs())
+    for entry in entries:
+        for key in draw(st.lists(st.sampled_from(SPEC_FIELDS + ["tarball", "extra"]), max_size=3)):
+            entry[key] = draw(st.one_of(HOSTILE_SCALAR, st.lists(HOSTILE_SCALAR, max_size=3), ANY_JSON))
+    return entries
+
+
+def deep(depth):
+    return "[" * depth + "]" * depth
+
+
+@st.composite
+def pages_with_any_json(draw):
+    depths = st.sampled_from([1, 3, 40, 1500, 5000]).map(deep)
+    meta = draw(st.one_of(ANY_JSON, st.builds(meta_for, specs()), depths))
+    spec_details = draw(st.one_of(ANY_JSON, damaged_specs(), depths))
+    meta_text = meta if isinstance(meta, str) and meta.startswith("[") else json.dumps(meta)
+    details_text = spec_details if isinstance(spec_details, str) else json.dumps(spec_details)
+    title = draw(st.one_of(NAME, ANY_TEXT))
+    tag = draw(st.one_of(TAG, ANY_TEXT))
+    return (
+        f"---\ntitle: {json.dumps(title)}\nlayout: cache\ncategories: [package, {tag}]\n"
+        f"meta: {meta_text}\nspec_details: {details_text}\n---"
+    ).encode("utf-8", "surrogatepass")
+
+
+FRONT_MATTER_NOISE = st.text(
+    st.characters(blacklist_categories=()) | st.sampled_from("-:&*[]{}\n\"'!|>#%@`,?"), max_size=300
+)
+LAUGHS = "".join(
+    ["  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+    + [f"  {chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 9)}]\n" for n in range(9)]
+)
+KNOWN_HOSTILE = st.sampled_from(
+    [
+        f"---\nlayout: cache\ntitle: bolt\ncategories: [package, develop]\nmeta:\n{LAUGHS}spec_details: []\n---",
+        f"---\nlayout: cache\ntitle: bolt\ncategories: [package, develop]\nmeta: {deep(50_000)}\nspec_details: []\n---",
+        "---\nlayout: cache\ntitle: bolt\ncategories: [package, develop]\nmeta: {}\nspec_details: " + "{" * 50_000,
+    ]
+).map(str.encode)
+ANY_BYTES = st.one_of(
+    KNOWN_HOSTILE,
+    st.binary(max_size=2000),
+    st.builds(lambda b: b"---\n" + b + b"\n---", st.binary(max_size=2000)),
+    st.builds(lambda t: f"---\n{t}\n---".encode("utf-8", "surrogatepass"), FRONT_MATTER_NOISE),
+    pages_with_any_json(),
+)
+MEMORY_BOUND = 64 * 2**20  # far above what a page of a few kilobytes needs; an alias bomb or a walk of one exceeds it
+READER_SETTINGS = settings(max_examples=300, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
+
+
+def read_whole_page(data, explicit):
+    """What a build does with a file's bytes: read_page, then every spec checked into a Document."""
+    source = SourceFile("page.md", explicit)
+    try:
+        return page_document(read_page(source, data), Configurations())
+    except (NotACachePage, OldLayoutPage) as skipped:  # a file in a folder that is no page; an old-layout page
+        assert not explicit or isinstance(skipped, OldLayoutPage)
+        return skipped
+
+
+@READER_SETTINGS
+@given(ANY_BYTES, st.booleans())
+def test_any_bytes_give_a_page_or_a_page_error_in_bounded_memory(data, explicit):
+    tracemalloc.start()
+    try:
+        outcome = read_whole_page(data, explicit)
+    except PageError as error:
+        assert error.path == "page.md" and error.field and error.expected
+        assert "\n" not in str(error) and is_storable_text(str(error))  # one line, storable in problems
+        outcome = error
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert isinstance(outcome, Document | PageError | NotACachePage | OldLayoutPage)
+    assert peak < MEMORY_BOUND
+    if isinstance(outcome, Document):
+        assert_storable(outcome)
+
+
+def assert_storable(document):
+    """What the writer gets from a Document: text SQLite takes (UTF-8), integers it holds (64 bits)."""
+    for binary in document.binaries:
+        built = binary.built
+        texts = [binary.hash, built.version, built.os, built.platform, built.target, *binary.stacks]
+        texts += [str(built.compiler), *built.raw_variants, json.dumps(binary.extra, ensure_ascii=False)]
+        texts += [document.tag, document.package, document.meta_text, json.dumps(document.extra, ensure_ascii=False)]
+        for text in texts:
+            text.encode("utf-8")
+        assert binary.size is None or 0 <= binary.size < 2**63

@@ -188,10 +188,30 @@ def test_inputs_mix_files_folders_and_checkouts(tmp_path):
     assert inputs.tags_yaml == [str(tmp_path / "site" / "_data" / "tags.yaml")]
 
 
-def test_folders_that_are_links_are_followed_once(tmp_path):
+def test_folders_that_are_links_inside_the_input_are_followed_once(tmp_path):
+    site = tmp_path / "site"
+    write_page(site / "store", "bolt", "develop", [spec(1)])
+    (site / "_cache").mkdir()
+    (site / "_cache" / "develop").symlink_to(site / "store" / "_cache" / "develop", target_is_directory=True)
+    (site / "store" / "_cache" / "develop" / "bolt" / "loop").symlink_to(site, target_is_directory=True)  # back up
+    inputs = find_inputs([str(site)])
+    assert [f.path for f in inputs.files] == [str(site / "_cache" / "develop" / "bolt" / "specs.md")]
+    assert inputs.problems == []
+
+
+def test_folder_links_that_lead_out_of_the_input_are_not_followed(tmp_path):
     write_page(tmp_path / "mirror", "bolt", "develop", [spec(1)])
     site = tmp_path / "site" / "_cache"
     site.mkdir(parents=True)
     (site / "develop").symlink_to(tmp_path / "mirror" / "_cache" / "develop", target_is_directory=True)
-    (site / "develop" / "bolt" / "loop").symlink_to(site, target_is_directory=True)  # a link back up
-    assert [f.path for f in find_inputs([str(site)]).files] == [str(site / "develop" / "bolt" / "specs.md")]
+    (site / "root").symlink_to("/", target_is_directory=True)
+    inputs = find_inputs([str(site)])
+    assert inputs.files == []
+    assert [(p.path, p.field) for p in inputs.problems] == [
+        (str(site / "develop"), "folder"),
+        (str(site / "root"), "folder"),
+    ]
+    assert (
+        inputs.problems[1].expected
+        == f"expected a folder inside {site}, found a link to / (not followed: name it as an input to read it)"
+    )

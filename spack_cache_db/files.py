@@ -1,0 +1,174 @@
+"""Safe access to the files a build is given: input files are read only when they are regular files, never
+past a size cap, with their identity taken from the open file that was read; databases are opened by URIs
+that cannot be read as anything but their path."""
+
+import os
+import stat
+import urllib.parse
+from typing import NamedTuple
+
+from .records import InputError
+
+MAX_FILE_BYTES = 256 * 1024 * 1024  # per file: a page of 20,000 specs is about 6 MB
+_READ_CHUNK = 1024 * 1024
+
+
+class FileError(InputError):
+    """A file that cannot be read: names it, the field 'file' and what was expected."""
+
+
+def _file_error(path, expected):
+    return FileError(display_path(path), "file", expected)
+
+
+class Identity(NamedTuple):
+    """What says that a file is still the one an earlier build read. An edit that keeps size and
+    modification time still changes the inode's change time (ctime), which no program can set back; a
+    file replaced by another has another inode. Each as SQLite's 64-bit integers store it."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
+def identity(stat_result):
+    found = Identity(stat_result.st_size, stat_result.st_mtime_ns, stat_result.st_ctime_ns, stat_result.st_ino)
+    if max(found) < 2**63 and min(found) >= -(2**63):
+        return found
+    return Identity(*map(_int64, found))
+
+
+def _int64(number):
+    """number as a signed 64-bit integer: an inode number can use all 64 bits, and a modification time
+    past 2262 is more nanoseconds than 2**63."""
+    return (number + 2**63) % 2**64 - 2**63
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def kind_of(mode):
+    """'a FIFO (named pipe)', 'a folder', ...: what a file that is not a regular file is."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def is_regular_file(path):
+    """Whether path (after links) is a regular file; False when it cannot be looked at."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_regular_file(path, limit=MAX_FILE_BYTES):
+    """(the bytes of path, its Identity): only a regular file, at most limit bytes. Raises FileError.
+
+    A FIFO or a device is never opened (opening one can block or act on a device): stat decides first,
+    and the open file is checked again, so a file swapped in between is refused too. The identity is the
+    open file's before it is read: a file changed while being read differs from it, so the next build
+    reads it again; one that changes during the read itself is refused."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if not _is_link_to_regular_file(path):
+        flags |= os.O_NOFOLLOW  # it was no link when checked: a link put there since is refused
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    try:
+        opened = os.fstat(fd)
+        _require_regular(path, opened.st_mode)
+        if opened.st_size > limit:
+            raise _file_error(path, f"expected at most {_size_text(limit)}, found {opened.st_size:,} bytes")
+        data = _read_at_most(path, fd, opened.st_size, limit)
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) != (opened.st_size, opened.st_mtime_ns):  # ctime: also unlinked
+            raise _file_error(path, "expected a file that does not change while it is read (read it again)")
+    finally:
+        os.close(fd)
+    return data, identity(opened)
+
+
+def read_start(path, count):
+    """The first count bytes of the regular file at path (fewer if it is shorter), or None when nothing is
+    there; raises FileError for anything else (a FIFO, a device, a folder) or a file that cannot be read."""
+    if not os.path.lexists(path):
+        return None
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if not _is_link_to_regular_file(path):
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    try:
+        _require_regular(path, os.fstat(fd).st_mode)
+        return os.read(fd, count)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    finally:
+        os.close(fd)
+
+
+def _is_link_to_regular_file(path):
+    """Whether path is a link (to a regular file); raises FileError when it is neither a regular file nor a
+    link to one."""
+    try:
+        link = os.lstat(path)
+        target = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    _require_regular(path, target.st_mode)
+    return stat.S_ISLNK(link.st_mode)
+
+
+def _require_regular(path, mode):
+    if not stat.S_ISREG(mode):
+        raise _file_error(path, f"expected a regular file, found {kind_of(mode)}")
+
+
+def _read_at_most(path, fd, expected_size, limit):
+    chunks, total = [], 0
+    wanted = min(expected_size + 1, limit + 1)  # one read for the usual file, one more to see its end
+    while True:
+        try:
+            chunk = os.read(fd, wanted)
+        except OSError as error:
+            raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _file_error(path, f"expected at most {_size_text(limit)}, found more (it grew while read)")
+        wanted = min(_READ_CHUNK, limit + 1 - total)
+
+
+def _size_text(size):
+    return f"{size // (1024 * 1024)} MiB" if size >= 1024 * 1024 else f"{size:,} bytes"
+
+
+def is_storable_text(text):
+    """Whether text can be stored in SQLite as text: a name that is not UTF-8 comes from the file system as
+    a str with lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def display_path(path):
+    """path as it can be printed and stored: bytes that are not UTF-8 written as \\xNN."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def database_uri(path, mode="ro"):
+    """An SQLite URI for the file at path: '?', '#' and '%' in a name are part of the name, not the URI's."""
+    return f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode={mode}"
