@@ -10,6 +10,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from . import normalise, read_indexes
+from .files import database_uri
 from .read_indexes import ROOT, ParsedIndex
 from .records import InputError
 
@@ -139,7 +140,7 @@ def _reuse_unchanged_parts(index_tag, before, existing_path):
     ]
     if not unchanged or existing_path is None:
         return
-    conn = sqlite3.connect(f"file:{existing_path}?mode=ro", uri=True)
+    conn = sqlite3.connect(database_uri(existing_path), uri=True)
     try:
         for resolved in unchanged:
             label = resolved.source.label

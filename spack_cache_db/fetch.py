@@ -3,14 +3,13 @@ is read from https://binaries.spack.io/..., as cache.spack.io does). Downloads h
 number of retries and a size cap; failures are one-line InputErrors naming the URL."""
 
 import os
-import stat
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from . import __version__
+from . import __version__, files
 from .records import InputError
 
 S3_BUCKET = "s3://spack-binaries/"
@@ -91,20 +90,8 @@ def exists(location):
 
 
 def _read_file(location, path, progress, max_bytes):
-    """A regular file's bytes: a FIFO or a device would block or never end, so neither is opened for reading."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InputError(location, "file", "expected a regular file")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as f:
-            size = os.fstat(fd).st_size
-            if size > max_bytes:
-                raise InputError(location, "size", f"expected at most {max_bytes:,} bytes, found {size:,}")
-            data = f.read(size + 1)  # not max_bytes + 1: read() sets aside that much memory first
-    except OSError as error:
-        raise InputError(location, "file", f"expected a readable file ({error.strerror})") from error
-    if len(data) > size:
-        raise InputError(location, "file", "expected a file that does not grow while it is read")
+    """A regular file's bytes (files.read_regular_file: a FIFO or a device would block or never end)."""
+    data, _ = files.read_regular_file(path, limit=max_bytes)
     if progress:
         progress(len(data))
     return data

@@ -16,6 +16,7 @@ import msgspec
 
 from . import fetch
 from .normalise import HASH, derived_meta, parse_compiler, parse_variant
+from .read_pages import text_problem
 from .records import Binary, Built, DependencyKind, Document, InputError, Node
 
 LISTING_NAME = "cache_spack_io_index.json"
@@ -382,6 +383,8 @@ def _decode(location, data, shape):
         raise _validation_error(location, error, "") from error
     except msgspec.DecodeError as error:
         raise InputError(location, "file", f"expected JSON ({_one_line(error)})") from error
+    except RecursionError as error:
+        raise InputError(location, "file", "expected JSON nested less deep than this") from error
 
 
 def _name_the_record(location, data):
@@ -407,6 +410,8 @@ def _expected(message):
     if match:
         wanted = " or ".join(words.get(kind, kind) for kind in match[1].split(" | "))
         return f"expected {wanted}, found {words.get(match[2], match[2])}"
+    if message == "Number out of range":
+        return "expected a value, found a number too large to read"
     return _one_line(message).replace("Object missing required field", "expected the field")
 
 
@@ -582,15 +587,20 @@ def _decode_part(location, where, raw, shape):
         return msgspec.json.decode(raw, type=shape)
     except msgspec.ValidationError as error:
         raise _validation_error(location, error, where) from error
+    except RecursionError as error:
+        raise InputError(location, where, "expected JSON nested less deep than this") from error
 
 
 def _make_built(location, where, number, key):
     _, version, compiler_text, os, platform, target, raw_variants = key
-    parsed = parse_compiler(compiler_text)
+    parsed = parse_compiler(compiler_text) if text_problem(compiler_text) is None else None
     if parsed is None:
         raise InputError(location, f"{where}.compiler", f"expected name@version, found {compiler_text!r:.80}")
     variants = []
     for raw in raw_variants:
+        problem = text_problem(raw)
+        if problem:
+            raise InputError(location, f"{where}.parameters", problem)
         variant = parse_variant(raw)
         if variant is None:
             raise InputError(location, f"{where}.parameters", f"expected a variant Spack can print, found {raw!r:.80}")

@@ -755,3 +755,59 @@ def test_keep_going_removes_what_a_failing_tag_wrote_before_it_failed(tmp_path, 
     conn = sqlite3.connect(db)
     conn.execute("INSERT INTO listings_fts (listings_fts) VALUES ('integrity-check')")
     assert conn.execute("SELECT count(*) FROM listings_fts WHERE listings_fts MATCH 'libelf'").fetchone() == (2,)
+
+
+def hostile_index(tmp_path, spec_json):
+    """An index whose one record's spec is this raw JSON text."""
+    text = '{"database": {"version": "8", "installs": {"' + "a" * 32 + '": {"spec": ' + spec_json
+    text += ', "ref_count": 0, "in_buildcache": true}}}}'
+    mirror = tmp_path / "develop"
+    write_v2(mirror, text.encode())
+    return mirror, mirror / "build_cache" / "index.json"
+
+
+ARCH = '{"platform": "linux", "platform_os": "ubuntu24.04", "target": "zen3"}'
+
+
+@pytest.mark.parametrize(
+    "spec_json, field, expected",
+    [
+        (  # a variant value with a line break: it could not be written back as a page
+            '{"name": "demo", "version": "1.0", "arch": ' + ARCH + ', "parameters": {"api": "a\\nb"}}',
+            f"database.installs.{'a' * 32}.spec.parameters",
+            "expected text without control characters or line breaks, found 'api=a\\nb'",
+        ),
+        (  # a version of thousands of digits is a number, not text
+            '{"name": "demo", "version": ' + "9" * 5000 + ', "arch": ' + ARCH + "}",
+            f"database.installs.{'a' * 32}.spec.version",
+            "expected a value, found a number too large to read",
+        ),
+        (  # arch nested 100,000 deep
+            '{"name": "demo", "version": "1.0", "arch": ' + "[" * 100000 + "]" * 100000 + "}",
+            "file",
+            "expected JSON nested less deep than this",
+        ),
+        (  # a package name with a trailing newline
+            '{"name": "demo\\n", "version": "1.0", "arch": ' + ARCH + "}",
+            f"database.installs.{'a' * 32}.spec.name",
+            "expected text without spaces, found 'demo\\n'",
+        ),
+        (  # a compiler annotation with a control character
+            '{"name": "demo", "version": "1.0", "arch": ' + ARCH + ', "annotations": '
+            '{"original_specfile_version": 4, "compiler": "gcc@=13\\u0007"}}',
+            f"database.installs.{'a' * 32}.spec.compiler",
+            "expected name@version, found 'gcc@=13\\x07'",
+        ),
+    ],
+    ids=["line break in a variant", "huge number as version", "deep nesting", "newline in a name", "bell in compiler"],
+)
+def test_hostile_index_values_are_one_line_errors(tmp_path, previous, spec_json, field, expected):
+    mirror, index = hostile_index(tmp_path, spec_json)
+    error = failing_build(previous, f"develop={mirror}")
+    assert error == f"Error: {index}: {field}: {expected}"
+
+
+def test_a_lone_surrogate_in_an_index_is_a_one_line_error(tmp_path, previous):
+    mirror, index = hostile_index(tmp_path, '{"name": "demo\\ud800", "version": "1.0", "arch": ' + ARCH + "}")
+    error = failing_build(previous, f"develop={mirror}")
+    assert error.startswith(f"Error: {index}: file: expected JSON (")
