@@ -34,25 +34,35 @@ def startup(datasette):
             if counts is None:
                 continue
             path = Path(db.path)
-            # What `datasette inspect` would have written for this file, counts included.
+            # What `datasette inspect` would have written for this file, counts included. The views' counts
+            # are there for the table page, which reads a whole view's count from it.
             datasette.inspect_data = {
                 **(datasette.inspect_data or {}),
                 name: {
                     "hash": await asyncio.to_thread(inspect_hash, path),
                     "size": path.stat().st_size,
                     "file": path.name,
-                    "tables": {table: {"count": count} for table, count in counts},
+                    "tables": {table: {"count": count} for table, count, _ in counts},
                 },
             }
+            # The database and index pages take every name in their table counts for a table (and look up
+            # its foreign keys): Datasette fills these counts from inspect_data, so they get the tables only.
+            db._cached_table_counts = {table: count for table, count, is_table in counts if is_table}
 
     return use_stored_row_counts
 
 
 async def _stored_row_counts(db):
-    """The row counts a spack-cache-db build stored, or None for any other database."""
+    """[(name, rows, whether it is a table)] as a spack-cache-db build stored them, or None for any other
+    database."""
     try:
         built_by_us = await db.execute("SELECT 1 FROM build_info WHERE key = 'spack_cache_db_version'")
-        return (await db.execute("SELECT name, count FROM row_counts")).rows if built_by_us.rows else None
+        if not built_by_us.rows:
+            return None
+        counted = await db.execute(
+            "SELECT name, count, name IN (SELECT name FROM sqlite_master WHERE type = 'table') FROM row_counts"
+        )
+        return [tuple(row) for row in counted.rows]
     except sqlite3.Error:
         return None
 
