@@ -23,6 +23,8 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
+from spack_cache_db import serving_limits
+
 
 @hookimpl
 def startup(datasette):
@@ -65,6 +67,11 @@ async def _stored_row_counts(db):
         return [tuple(row) for row in counted.rows]
     except sqlite3.Error:
         return None
+
+
+@hookimpl
+def prepare_connection(conn):
+    serving_limits.cap(conn)
 
 
 @hookimpl

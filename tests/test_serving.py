@@ -1,6 +1,8 @@
 """What the public can do to a served cache.db: hostile input is answered, never a 500; nothing writes."""
 
+import asyncio
 import hashlib
+import resource
 
 import pytest
 from datasette.app import Datasette
@@ -76,3 +78,60 @@ async def test_nothing_writes_to_the_database_through_the_web(ds, cache_db, sql)
     assert digest(cache_db) == before
     rows = (await ds.client.get("/cache.json?sql=select+count(*)+from+specs&_shape=array")).json()
     assert rows == [{"count(*)": 613}]
+
+
+async def get_within(ds, path, seconds=20, **kwargs):
+    """Datasette's answer, or a failed test when it takes longer than seconds."""
+    return await asyncio.wait_for(ds.client.get(path, **kwargs), seconds)
+
+
+def peak_memory_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select printf('%.*c', 2000000000, 'x')",
+        "select length(printf('%.*c', 100000000, 'x'))",
+        "select length(zeroblob(100000000))",
+        "select length(randomblob(100000000))",
+        "select length(replace(hex(zeroblob(5000000)), '0', '0123456789'))",
+        "select format('%2000000000d', 1)",
+        "select printf('%.*c%.*c', 10, 'x', '99999999999', 'y')",
+        "select printf('%-*s', -2000000000, 'x')",
+        "select printf('%.3000000000s', zeroblob(10))",
+    ],
+)
+async def test_a_statement_that_builds_a_huge_value_fails_fast(ds, sql):
+    before = peak_memory_mb()
+    response = await get_within(ds, "/cache.json", params={"sql": sql}, seconds=3)
+    assert response.status_code == 400, response.text[:300]
+    assert response.json()["error"] == "string or blob too big"
+    assert peak_memory_mb() - before < 200, "a value of at most 16 MB should have been built"
+
+
+@pytest.mark.parametrize(
+    "sql, expected",
+    [
+        ("select printf('%5.2f|%-4d|%s|%%|%.3c', 3.14159, 7, 'spack', 'z')", " 3.14|7   |spack|%|zzz"),
+        ("select format('%*d', 6, 42)", "    42"),
+        ("select printf('%.*c', 1000, 'x') = replace(hex(zeroblob(500)), '0', 'x')", 1),
+        ("select printf('%,d and %q', 1234567, 'it''s')", "1,234,567 and it''s"),
+        ("select printf(NULL)", None),
+        ("select printf('%s')", ""),
+    ],
+)
+async def test_printf_within_the_limits_answers_as_sqlite_does(ds, sql, expected):
+    response = await get_within(ds, "/cache.json?_shape=arrays", params={"sql": sql})
+    assert response.status_code == 200, response.text[:300]
+    assert response.json()["rows"] == [[expected]]
+
+
+async def test_a_statement_that_grows_a_value_row_by_row_stops_at_the_time_limit(ds):
+    sql = "with recursive n(i) as (select 1 union all select i + 1 from n) select length(group_concat(printf('%.1000c', 'x'))) from n"
+    before = peak_memory_mb()
+    response = await get_within(ds, "/cache.json", params={"sql": sql})
+    assert response.status_code == 400
+    assert "SQL query took too long" in response.json()["error"]
+    assert peak_memory_mb() - before < 200
