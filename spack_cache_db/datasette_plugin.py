@@ -23,7 +23,7 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
-from spack_cache_db import serving_limits
+from spack_cache_db import bad_requests, serving_limits
 
 
 @hookimpl
@@ -72,6 +72,14 @@ async def _stored_row_counts(db):
 @hookimpl
 def prepare_connection(conn):
     serving_limits.cap(conn)
+
+
+@hookimpl
+def handle_exception(datasette, request, exception):
+    async def say_what_was_wrong():
+        return await bad_requests.response_for(datasette, request, exception)
+
+    return say_what_was_wrong
 
 
 @hookimpl
