@@ -2,12 +2,18 @@
 
 import asyncio
 import hashlib
+import html as html_module
+import re
 import resource
+import urllib.parse
 
 import pytest
+import yaml
 from datasette.app import Datasette
+from pagemaker import spec, write_page
 
 from spack_cache_db import describe
+from spack_cache_db.build import build
 
 pytestmark = pytest.mark.asyncio
 
@@ -135,3 +141,62 @@ async def test_a_statement_that_grows_a_value_row_by_row_stops_at_the_time_limit
     assert response.status_code == 400
     assert "SQL query took too long" in response.json()["error"]
     assert peak_memory_mb() - before < 200
+
+
+HOSTILE_STACK = "e4s) [x](https://example.org/y"
+HOSTILE_TAG = "odd) [x](https://example.org/z"
+
+
+@pytest.fixture(scope="module")
+def hostile_names_db(tmp_path_factory):
+    """A database whose names carry Markdown and URL syntax: a stack, a tags.yaml tag, a package with +."""
+    root = tmp_path_factory.mktemp("hostile")
+    stacks = [HOSTILE_STACK, "a&b=c #d", "100% `tick` \\back", "root"]
+    write_page(root, "g++", "develop", [spec("g++", stacks=stacks), spec("g++2", stacks=["root"])])
+    (root / "_data").mkdir()
+    (root / "_data" / "tags.yaml").write_text(
+        yaml.safe_dump([{"name": "develop", "stacks": stacks}, {"name": HOSTILE_TAG, "stacks": [HOSTILE_STACK]}])
+    )
+    path = root / "cache.db"
+    build([str(root)], path)
+    return path
+
+
+def links_in(html):
+    return re.findall(r'<a href="([^"]*)"', html)
+
+
+async def follow(ds, page, href):
+    """The page a relative link on page leads to."""
+    target = urllib.parse.urlsplit(urllib.parse.urljoin("http://localhost" + page, html_module.unescape(href)))
+    return await get_within(ds, f"{target.path}?{target.query}")
+
+
+@pytest.mark.parametrize("tag", ["develop", HOSTILE_TAG])
+async def test_names_in_markdown_links_stay_inside_their_link(hostile_names_db, tag):
+    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+    page = "/cache/stacks_in_tag?" + urllib.parse.urlencode({"tag": tag})
+    response = await get_within(ds, page)
+    assert response.status_code == 200
+    assert not any("example.org" in link.split("?")[0] for link in links_in(response.text)), "a name made a link"
+    rows = (await get_within(ds, page.replace("stacks_in_tag", "stacks_in_tag.json") + "&_shape=objects")).json()[
+        "rows"
+    ]
+    stacks = [row["stack"] for row in rows]
+    assert HOSTILE_STACK in stacks
+    followed = [link for link in links_in(response.text) if link.startswith("stack_packages?")]
+    assert len(followed) == len(stacks)
+    for stack, href in zip(stacks, followed, strict=True):
+        target = urllib.parse.parse_qs(urllib.parse.urlsplit(html_module.unescape(href)).query)
+        assert target == {"tag": [tag], "stack": [stack]}, href
+        assert (await follow(ds, page, href)).status_code == 200
+
+
+async def test_a_package_name_with_a_plus_survives_its_links(hostile_names_db):
+    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+    page = "/cache/find_binaries?package=g%2B%2B"
+    response = await get_within(ds, page)
+    versions = next(link for link in links_in(response.text) if link.startswith("package_versions?"))
+    assert versions == "package_versions?package=g%2B%2B"
+    followed = await follow(ds, page, versions)
+    assert followed.status_code == 200 and "1.0" in followed.text

@@ -109,10 +109,20 @@ SELECT
         || 'spack buildcache keys --install --trust' || char(10)
         || 'spack install --use-buildcache only /' || hash AS install,
     tag,
-    -- Links to the package's other pages, on its first row only: rendering them costs time.
+    -- Links to the package's other pages, on its first row only: rendering them costs time. The addresses
+    -- are relative to this page's (so they work whatever the database is called), and the package name
+    -- in them is percent-encoded where URLs or Markdown give a character a meaning.
     CASE WHEN row_number() OVER (
         PARTITION BY package ORDER BY version_rank DESC, compiler, os, target, hash
-    ) = 1 THEN '[versions](/cache/package_versions?package=' || package || ') · [timeline](/cache/version_timeline?package='
-        || package || ') · [chart](/-/dashboards/package-history?package=' || package || ')' END AS links
+    ) = 1 THEN (
+        SELECT '[versions](package_versions?package=' || name || ') · [timeline](version_timeline?package='
+            || name || ') · [chart](../-/dashboards/package-history?package=' || name || ')'
+        FROM (SELECT replace(replace(replace(replace(replace(replace(replace(replace(replace(
+              replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                  package,
+                  '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
+                  '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
+                  '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS name)
+    ) END AS links
 FROM found
 ORDER BY package, version_rank DESC, compiler, os, target, hash
