@@ -1,4 +1,6 @@
-"""Datasette plugin: the big views of cache.db count and facet from counts taken at build time.
+"""Datasette plugin: serves any database this project built with its metadata (served_metadata), caps what
+one SQL statement may build (serving_limits), answers bad requests with what was wrong (bad_requests), and
+counts and facets the big views from counts taken at build time.
 
 Counting the binaries view, or faceting it, means joining a million rows: seconds, past Datasette's
 time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the
@@ -23,50 +25,58 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
-from spack_cache_db import bad_requests, serving_limits
+from spack_cache_db import bad_requests, served_metadata, serving_limits
+from spack_cache_db.served_metadata import built_by_us
 
 
 @hookimpl
 def startup(datasette):
-    async def use_stored_row_counts():
-        for name, db in datasette.databases.items():
-            if db.is_mutable or db.is_memory or name in (datasette.inspect_data or {}):
-                continue
-            counts = await _stored_row_counts(db)
-            if counts is None:
-                continue
-            path = Path(db.path)
-            # What `datasette inspect` would have written for this file, counts included. The views' counts
-            # are there for the table page, which reads a whole view's count from it.
-            datasette.inspect_data = {
-                **(datasette.inspect_data or {}),
-                name: {
-                    "hash": await asyncio.to_thread(inspect_hash, path),
-                    "size": path.stat().st_size,
-                    "file": path.name,
-                    "tables": {table: {"count": count} for table, count, _ in counts},
-                },
-            }
-            # The database and index pages take every name in their table counts for a table (and look up
-            # its foreign keys): Datasette fills these counts from inspect_data, so they get the tables only.
-            db._cached_table_counts = {table: count for table, count, is_table in counts if is_table}
+    async def serve_our_databases():
+        names = [name for name, db in datasette.databases.items() if not db.is_memory and await built_by_us(db)]
+        served_metadata.remember(datasette, names)
+        for name in names:
+            db = datasette.databases[name]
+            if not db.is_mutable and name not in (datasette.inspect_data or {}):
+                await _use_stored_row_counts(datasette, name, db)
 
-    return use_stored_row_counts
+    return serve_our_databases
+
+
+async def _use_stored_row_counts(datasette, name, db):
+    counts = await _stored_row_counts(db)
+    if counts is None:
+        return
+    path = Path(db.path)
+    # What `datasette inspect` would have written for this file, counts included. The views' counts are
+    # there for the table page, which reads a whole view's count from it.
+    datasette.inspect_data = {
+        **(datasette.inspect_data or {}),
+        name: {
+            "hash": await asyncio.to_thread(inspect_hash, path),
+            "size": path.stat().st_size,
+            "file": path.name,
+            "tables": {table: {"count": count} for table, count, _ in counts},
+        },
+    }
+    # The database and index pages take every name in their table counts for a table (and look up its
+    # foreign keys): Datasette fills these counts from inspect_data, so they get the tables only.
+    db._cached_table_counts = {table: count for table, count, is_table in counts if is_table}
 
 
 async def _stored_row_counts(db):
-    """[(name, rows, whether it is a table)] as a spack-cache-db build stored them, or None for any other
-    database."""
+    """[(name, rows, whether it is a table)] as the build stored them, or None when they cannot be read."""
     try:
-        built_by_us = await db.execute("SELECT 1 FROM build_info WHERE key = 'spack_cache_db_version'")
-        if not built_by_us.rows:
-            return None
         counted = await db.execute(
             "SELECT name, count, name IN (SELECT name FROM sqlite_master WHERE type = 'table') FROM row_counts"
         )
-        return [tuple(row) for row in counted.rows]
     except sqlite3.Error:
         return None
+    return [tuple(row) for row in counted.rows]
+
+
+@hookimpl
+def get_metadata(datasette, key, database, table):
+    return served_metadata.asked(datasette, key, database, table)
 
 
 @hookimpl
