@@ -25,8 +25,8 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
-from spack_cache_db import bad_requests, served_metadata, serving_limits
-from spack_cache_db.served_metadata import built_by_us
+from spack_cache_db import bad_requests, served_metadata, serving_limits, web_pages
+from spack_cache_db.served_metadata import PLUGIN, built_by_us
 
 
 @hookimpl
@@ -80,6 +80,39 @@ def get_metadata(datasette, key, database, table):
 
 
 @hookimpl
+def prepare_jinja2_environment(env):
+    web_pages.use_our_templates(env)
+
+
+@hookimpl
+def register_routes():
+    return web_pages.routes()
+
+
+@hookimpl
+def extra_css_urls(template, database, datasette):
+    return web_pages.static_urls(datasette, template, database, "css")
+
+
+@hookimpl
+def extra_js_urls(template, database, datasette):
+    return web_pages.static_urls(datasette, template, database, "js")
+
+
+@hookimpl
+def extra_template_vars(template, database, request, datasette):
+    async def our_pages_vars():
+        return await web_pages.template_vars(datasette, template, database, request)
+
+    return our_pages_vars
+
+
+@hookimpl
+def render_cell(value, column, table, database, datasette):
+    return web_pages.cell(datasette, database, table, column, value)
+
+
+@hookimpl
 def prepare_connection(conn):
     serving_limits.cap(conn)
 
@@ -97,7 +130,6 @@ def register_facet_classes():
     return FACET_CLASSES
 
 
-PLUGIN = "spack-cache-db"  # the key of this plugin's settings in metadata.yml
 _NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
 
 

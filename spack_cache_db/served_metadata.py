@@ -15,6 +15,7 @@ import weakref
 
 from spack_cache_db import describe
 
+PLUGIN = "spack-cache-db"  # the key of this project's settings in the metadata's plugins
 _served = weakref.WeakKeyDictionary()  # Datasette -> (names of our databases, their metadata)
 
 
@@ -39,6 +40,11 @@ def remember(datasette, names):
 def ours(datasette):
     """Names of the served databases this project built."""
     return _served.get(datasette, ((), {}))[0]
+
+
+def query_names():
+    """The canned queries this project defines (queries/*.sql)."""
+    return set(_built_metadata()["databases"][describe.DATABASE]["queries"])
 
 
 def metadata_for(names):
