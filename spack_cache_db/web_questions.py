@@ -7,6 +7,7 @@ tag (given, or the default) lacks the package asked for.
 """
 
 import difflib
+import re
 import weakref
 from dataclasses import dataclass
 
@@ -27,17 +28,18 @@ _KNOWN = {
     "stack": "SELECT name FROM stacks",
     "host": "SELECT name FROM microarchitectures",
 }
-_WHAT = {
-    "package": "package",
-    "tag": "tag",
-    "from_tag": "tag",
-    "to_tag": "tag",
-    "os": "operating system",
-    "platform": "platform",
-    "target": "target",
-    "stack": "stack",
-    "host": "CPU that archspec knows",
-    "compiler": "compiler",
+# What a value the database does not hold is said to be, per parameter.
+_NOT_HERE = {
+    "package": "No package here is called “{}”.",
+    "tag": "No tag here is called “{}”.",
+    "from_tag": "No tag here is called “{}”.",
+    "to_tag": "No tag here is called “{}”.",
+    "os": "No binary here was built on “{}”.",
+    "platform": "No binary here was built for the platform “{}”.",
+    "target": "No binary here was built for the target “{}”.",
+    "stack": "No stack here is called “{}”.",
+    "host": "archspec knows no CPU called “{}”.",
+    "compiler": "No binary here was built with “{}”.",
 }
 DEFAULT_TAG_SQL = (
     "SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1"
@@ -55,6 +57,7 @@ _VERSIONS_OF_A_PACKAGE = (
     " ORDER BY version_rank DESC"
 )
 TAGS_LISTED = 10  # tags named in a sentence before "and N more"
+_GLUED_FLAGS = re.compile(r"^[+~][\w.-]+(?:[+~][\w.-]+)+$")  # +mpi~java, as a spec writes them
 
 
 @dataclass
@@ -141,7 +144,7 @@ async def _unknown(datasette, database, request, name, value, given):
         known = [row[0] for row in await rows(datasette, database, _KNOWN[name])]
         wanted = value.lower() if name in ("package", "host") else value
         if wanted not in known:
-            return [_no_such(request, name, value, _WHAT[name], known)]
+            return [_no_such(request, name, value, known)]
     elif name == "compiler":
         return await _unknown_compiler(datasette, database, request, value)
     elif name == "variant":
@@ -155,9 +158,9 @@ async def _unknown(datasette, database, request, name, value, given):
     return []
 
 
-def _no_such(request, name, value, what, known):
+def _no_such(request, name, value, known):
     close = difflib.get_close_matches(value, known, n=3, cutoff=0.6)
-    sentence = Markup("There is no {} “{}” here.").format(what, value)
+    sentence = Markup(_NOT_HERE[name]).format(value)
     if close:
         links = Markup(" or ").join(
             Markup('<a href="{}">{}</a>').format(path_with_replaced_args(request, {name: match}), match)
@@ -172,7 +175,7 @@ async def _unknown_compiler(datasette, database, request, value):
     compilers = await rows(datasette, database, "SELECT label, name FROM compilers")
     if any(label == wanted or name == wanted or label.startswith(wanted + ".") for label, name in compilers):
         return []
-    return [_no_such(request, "compiler", value, "compiler", sorted({label for label, _ in compilers}))]
+    return [_no_such(request, "compiler", value, sorted({label for label, _ in compilers}))]
 
 
 async def _unknown_variants(datasette, database, value):
@@ -181,6 +184,10 @@ async def _unknown_variants(datasette, database, value):
     name_values = set(await rows(datasette, database, _VARIANT_VALUES))
     said = []
     for term in dict.fromkeys(value[:500].split()):
+        if _GLUED_FLAGS.match(term):
+            apart = " ".join(re.findall(r"[+~][^+~]+", term))
+            said.append(Markup("Write the variants apart, separated by spaces: {}.").format(apart))
+            continue
         if term[0] in "+~":
             found = term in raw_set
         elif "=" in term:

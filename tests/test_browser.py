@@ -253,7 +253,7 @@ def test_an_unknown_package_gets_a_sentence_with_a_close_match(page):
     page.fill("#field-package", "hdf")
     answer(page, "Find binaries")
     said = page.locator(".spack-said")
-    assert said.inner_text() == "There is no package “hdf” here. Did you mean hdf5?"
+    assert said.inner_text() == "No package here is called “hdf”. Did you mean hdf5?"
     said.get_by_role("link", name="hdf5").click()
     page.wait_for_load_state()
     # hdf5 is in a snapshot only: the default tag (develop) says so, and names the tag that has it.
