@@ -51,9 +51,10 @@ def static_urls(datasette, template, database, kind):
 
 
 def cell(datasette, database, table, column, value):
-    if database not in served_metadata.ours(datasette):
+    if column not in web_cells.RENDERED or database not in served_metadata.ours(datasette):
         return None
-    return web_cells.cell_html(datasette.urls.database(database), table, column, value)
+    path = datasette.urls.database(database) if column in web_cells.LINKING else ""
+    return web_cells.cell_html(path, table, column, value)
 
 
 async def template_vars(datasette, template, database, request):

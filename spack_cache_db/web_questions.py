@@ -114,16 +114,20 @@ async def form_fields(datasette, database, query, request):
     return fields
 
 
-_cached = weakref.WeakKeyDictionary()  # Datasette -> {(database, SQL, params): rows}
+_cached = weakref.WeakKeyDictionary()  # Datasette -> {(database, file version, SQL): rows}
 
 
 async def rows(datasette, database, sql, params=()):
-    """The rows of a small query about what the database holds, read once per database file version."""
+    """The rows of a small query about what the database holds. Without parameters (lists of names) they
+    are read once per version of the database file; with them (about one package, say) every time, so
+    that what people type does not pile up in memory."""
     db = datasette.get_database(database)
+    if params:
+        return [tuple(row) for row in (await db.execute(sql, list(params))).rows]
     cache = _cached.setdefault(datasette, {})
-    key = (database, db.mtime_ns if db.is_mutable else None, sql, tuple(params))
+    key = (database, db.mtime_ns if db.is_mutable else None, sql)
     if key not in cache:
-        cache[key] = [tuple(row) for row in (await db.execute(sql, list(params))).rows]
+        cache[key] = [tuple(row) for row in (await db.execute(sql)).rows]
     return cache[key]
 
 
