@@ -1,6 +1,7 @@
-"""Datasette plugin: serves any database this project built with its metadata (served_metadata), caps what
-one SQL statement may build (serving_limits), answers bad requests with what was wrong (bad_requests), and
-counts and facets the big views from counts taken at build time.
+"""Datasette plugin: serves any database this project built with its metadata (served_metadata) and its
+pages (web_pages: questions with forms, answers that read as text, the package page), caps what one SQL
+statement may build (serving_limits), answers bad requests with what was wrong (bad_requests), and counts
+and facets the big views from counts taken at build time.
 
 Counting the binaries view, or faceting it, means joining a million rows: seconds, past Datasette's
 time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the

@@ -168,3 +168,34 @@ def test_metadata_command_writes_and_checks(tmp_path):
     assert output.read_text() == describe.generate()
     fresh = runner.invoke(cli, ["metadata", "--check", "-o", str(output)])
     assert fresh.exit_code == 0 and "up to date" in fresh.output
+
+
+SITE_SETTINGS = METADATA["plugins"]["spack-cache-db"]
+
+
+def test_every_parameter_of_every_question_has_a_field(cache_db):
+    fields = SITE_SETTINGS["fields"]
+    used = {param for entry in QUERIES.values() for param in entry["params"]}
+    assert used == set(fields)
+    conn = sqlite3.connect(cache_db)
+    for name, field in fields.items():
+        assert field["label"].strip(), name
+        if "choices" in field:
+            assert conn.execute(field["choices"]).fetchall(), name
+    for name, entry in QUERIES.items():
+        assert set(entry.get("fields", {})) <= set(entry["params"]), name
+
+
+def test_the_questions_listed_first_are_queries_and_tables_of_the_database(cache_db):
+    tables = visible_tables_and_views(cache_db)
+    for section in SITE_SETTINGS["questions"]:
+        for item in section["items"]:
+            if isinstance(item, str):
+                assert item in QUERIES, item
+            else:
+                assert item["table"] in tables and item["title"].strip(), item
+                assert set(item.get("columns", [])) <= set(tables[item["table"]]), item
+    listed = {
+        item if isinstance(item, str) else item["table"] for s in SITE_SETTINGS["questions"] for item in s["items"]
+    }
+    assert len(listed) == sum(len(s["items"]) for s in SITE_SETTINGS["questions"]), "each listed once"
