@@ -51,7 +51,8 @@ def hash_url(database_path, spec_hash):
 def _spec(spec):
     """A spec string that may break before each of its variants, not only at its spaces (+ and ~ are
     left as they are by escaping)."""
-    return Markup(f'<code class="spack-spec">{escape(spec).replace("+", "<wbr>+").replace("~", "<wbr>~")}</code>')
+    breakable = str(escape(spec)).replace("+", "<wbr>+").replace("~", "<wbr>~")
+    return Markup(f'<code class="spack-spec">{breakable}</code>')
 
 
 def _package_link(database_path, package):

@@ -272,6 +272,11 @@ async def test_answers_read_as_text(ds, cache_db):
     assert '<a class="spack-package" href="/cache/package?package=bolt">bolt</a>' in await page(
         ds, "/cache/packages?name=bolt"
     )
+    spec_cell = re.search(r'<code class="spack-spec">(.*?)</code>', await page(ds, "/cache/find_binaries?package=bolt"))
+    assert (
+        spec_cell.group(1)
+        == "bolt@2.0<wbr>~ipo build_system=cmake build_type=Release generator=make arch=linux-rhel8-zen4 %cce@15.0.1"
+    )
     versions = await page(ds, "/cache/package_versions?package=bolt")
     assert "<li>develop: 18</li>" in versions
 
