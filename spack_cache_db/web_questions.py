@@ -218,6 +218,10 @@ async def _unknown_version(datasette, database, package, version):
 
 
 async def _why_nothing(datasette, database, query, request, given):
+    if given.get("hash"):
+        return [Markup("No binary's hash starts with “{}”.").format(given["hash"].lower().lstrip("/"))]
+    if given.get("q"):
+        return [Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])]
     package = given.get("package", "").lower()
     if package and "tag" in given:
         tags = await rows(datasette, database, _TAGS_OF_A_PACKAGE, [package])

@@ -200,6 +200,11 @@ SAID = [
         "hdf5 has no version 1.15: its versions are 1.14.6, 1.12.3, 1.8.23.",
     ),
     ("/cache/hash_lookup?hash=ab", "Give at least 4 characters of the hash: fewer match too many binaries to tell."),
+    ("/cache/hash_lookup?hash=/AAAA", "No binary's hash starts with “aaaa”."),
+    (
+        f"/cache/search_specs?q=hdf5+nosuchword&tag={SNAPSHOT}",
+        "No binary has every word of “hdf5 nosuchword”: search for fewer words.",
+    ),
     (
         "/cache/find_binaries?package=hdf5",
         f"develop, the default tag, has no binaries of hdf5. The tags that have them: {SNAPSHOT} (46).",
