@@ -11,6 +11,7 @@ that was asked for. Metadata given with -m still wins.
 import copy
 import functools
 import sqlite3
+import sys
 import weakref
 
 from spack_cache_db import describe
@@ -32,9 +33,24 @@ def remember(datasette, names):
     """Serve metadata for these databases (ours, in the order Datasette serves them), unless the metadata
     given with -m is that already (the README's command): adding it again would only cost time."""
     metadata = metadata_for(names) if names else {}
-    if metadata == datasette.metadata():
+    given = datasette.metadata()
+    if metadata == given:
         metadata = {}
+    elif names:
+        _warn_of_metadata_for_another_name(given, names)
     _served[datasette] = (tuple(names), metadata)
+
+
+def _warn_of_metadata_for_another_name(given, names):
+    """metadata.yml describes the database called cache: given for a database of another name, its
+    dashboards (which take precedence over ours) draw from a database that is not there."""
+    described = set(given.get("databases") or {}) & {describe.DATABASE}
+    if described and not described & set(names):
+        sys.stderr.write(
+            f"spack-cache-db: the metadata given with -m describes the database {describe.DATABASE!r}, which is not"
+            f" served; {', '.join(map(repr, names))} get their own metadata from this plugin, but the -m"
+            " dashboards will not find their database: leave out -m\n"
+        )
 
 
 def ours(datasette):

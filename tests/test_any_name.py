@@ -103,3 +103,16 @@ async def test_two_of_our_databases_each_get_their_questions(cache_db, spack_db)
         assert [query["name"] for query in (await get(ds, f"/{name}.json")).json()["queries"]] == list(QUERIES)
     charts = ds.metadata("plugins")["datasette-dashboards"]["package-history"]["charts"]
     assert {chart["db"] for chart in charts.values()} == {"spack"}, "the dashboards draw from the first"
+
+
+async def test_metadata_yml_given_for_a_database_of_another_name_is_warned_of(spack_db, cache_db, capsys):
+    metadata = yaml.safe_load(METADATA_YML.read_text())
+    await started(spack_db, metadata=metadata)
+    warning = capsys.readouterr().err
+    assert warning.startswith(
+        "spack-cache-db: the metadata given with -m describes the database 'cache', which is not served"
+    )
+    assert warning.endswith("leave out -m\n") and warning.count("\n") == 1
+    await started(cache_db, metadata=metadata)
+    await started(spack_db)
+    assert capsys.readouterr().err == ""
