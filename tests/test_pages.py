@@ -1,6 +1,7 @@
 """The pages of our databases as a person reads them: what the index, database, question and package pages
 show, what a form offers, what the answers say, and that other databases keep Datasette's pages."""
 
+import asyncio
 import html
 import re
 import shutil
@@ -343,3 +344,26 @@ async def test_the_sites_stylesheet_and_script_are_served(ds):
         assert response.status_code == 200 and response.headers["content-type"].startswith(kind)
     assert (await ds.client.get("/-/spack-cache-db/other.css")).status_code == 404
     assert '<link rel="stylesheet" href="/-/spack-cache-db/site.css">' in await page(ds, "/cache/find_binaries")
+
+
+HOSTILE = [
+    "'",
+    '"',
+    "NEAR(",
+    "%_%",
+    "nul\x00byte",
+    "+mpi ~cuda cuda_arch=80 patches:=x ==",
+    "zen3é☃",
+    "x" * 5000,
+    "+" * 600,
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda value: repr(value[:12]))
+async def test_a_question_page_answers_whatever_is_typed(ds, value):
+    for name, query in QUERIES.items():
+        response = await asyncio.wait_for(
+            ds.client.get(f"/cache/{name}", params=dict.fromkeys(query["params"], value)), 10
+        )
+        assert response.status_code == 200, (name, response.text[:300])
+        assert "Traceback" not in response.text
