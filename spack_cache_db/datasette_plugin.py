@@ -1,4 +1,7 @@
-"""Datasette plugin: the big views of cache.db count and facet from counts taken at build time.
+"""Datasette plugin: serves any database this project built with its metadata (served_metadata) and its
+pages (web_pages: questions with forms, answers that read as text, the package page), caps what one SQL
+statement may build (serving_limits), answers bad requests with what was wrong (bad_requests), and counts
+and facets the big views from counts taken at build time.
 
 Counting the binaries view, or faceting it, means joining a million rows: seconds, past Datasette's
 time limits. A database served immutable (`datasette -i cache.db`) cannot change, so the counts the
@@ -23,38 +26,104 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
+from spack_cache_db import bad_requests, served_metadata, serving_limits, web_pages
+from spack_cache_db.served_metadata import PLUGIN, built_by_us
+
 
 @hookimpl
 def startup(datasette):
-    async def use_stored_row_counts():
-        for name, db in datasette.databases.items():
-            if db.is_mutable or db.is_memory or name in (datasette.inspect_data or {}):
-                continue
-            counts = await _stored_row_counts(db)
-            if counts is None:
-                continue
-            path = Path(db.path)
-            # What `datasette inspect` would have written for this file, counts included.
-            datasette.inspect_data = {
-                **(datasette.inspect_data or {}),
-                name: {
-                    "hash": await asyncio.to_thread(inspect_hash, path),
-                    "size": path.stat().st_size,
-                    "file": path.name,
-                    "tables": {table: {"count": count} for table, count in counts},
-                },
-            }
+    async def serve_our_databases():
+        names = [name for name, db in datasette.databases.items() if not db.is_memory and await built_by_us(db)]
+        served_metadata.remember(datasette, names)
+        for name in names:
+            db = datasette.databases[name]
+            if not db.is_mutable and name not in (datasette.inspect_data or {}):
+                await _use_stored_row_counts(datasette, name, db)
 
-    return use_stored_row_counts
+    return serve_our_databases
+
+
+async def _use_stored_row_counts(datasette, name, db):
+    counts = await _stored_row_counts(db)
+    if counts is None:
+        return
+    path = Path(db.path)
+    # What `datasette inspect` would have written for this file, counts included. The views' counts are
+    # there for the table page, which reads a whole view's count from it.
+    datasette.inspect_data = {
+        **(datasette.inspect_data or {}),
+        name: {
+            "hash": await asyncio.to_thread(inspect_hash, path),
+            "size": path.stat().st_size,
+            "file": path.name,
+            "tables": {table: {"count": count} for table, count, _ in counts},
+        },
+    }
+    # The database and index pages take every name in their table counts for a table (and look up its
+    # foreign keys): Datasette fills these counts from inspect_data, so they get the tables only.
+    db._cached_table_counts = {table: count for table, count, is_table in counts if is_table}
 
 
 async def _stored_row_counts(db):
-    """The row counts a spack-cache-db build stored, or None for any other database."""
+    """[(name, rows, whether it is a table)] as the build stored them, or None when they cannot be read."""
     try:
-        built_by_us = await db.execute("SELECT 1 FROM build_info WHERE key = 'spack_cache_db_version'")
-        return (await db.execute("SELECT name, count FROM row_counts")).rows if built_by_us.rows else None
+        counted = await db.execute(
+            "SELECT name, count, name IN (SELECT name FROM sqlite_master WHERE type = 'table') FROM row_counts"
+        )
     except sqlite3.Error:
         return None
+    return [tuple(row) for row in counted.rows]
+
+
+@hookimpl
+def get_metadata(datasette, key, database, table):
+    return served_metadata.asked(datasette, key, database, table)
+
+
+@hookimpl
+def prepare_jinja2_environment(env):
+    web_pages.use_our_templates(env)
+
+
+@hookimpl
+def register_routes():
+    return web_pages.routes()
+
+
+@hookimpl
+def extra_css_urls(template, database, datasette):
+    return web_pages.static_urls(datasette, template, database, "css")
+
+
+@hookimpl
+def extra_js_urls(template, database, datasette):
+    return web_pages.static_urls(datasette, template, database, "js")
+
+
+@hookimpl
+def extra_template_vars(template, database, request, datasette):
+    async def our_pages_vars():
+        return await web_pages.template_vars(datasette, template, database, request)
+
+    return our_pages_vars
+
+
+@hookimpl
+def render_cell(value, column, table, database, datasette):
+    return web_pages.cell(datasette, database, table, column, value)
+
+
+@hookimpl
+def prepare_connection(conn):
+    serving_limits.cap(conn)
+
+
+@hookimpl
+def handle_exception(datasette, request, exception):
+    async def say_what_was_wrong():
+        return await bad_requests.response_for(datasette, request, exception)
+
+    return say_what_was_wrong
 
 
 @hookimpl
@@ -62,7 +131,6 @@ def register_facet_classes():
     return FACET_CLASSES
 
 
-PLUGIN = "spack-cache-db"  # the key of this plugin's settings in metadata.yml
 _NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
 
 

@@ -100,6 +100,9 @@ def test_chart_plugin_is_pinned():
     assert any(re.fullmatch(r"datasette-dashboards==[\d.]+", dependency) for dependency in dependencies)
 
 
+HEADER = "-- title: T\n-- description: D\n-- button: B\n-- rows: [row, rows]\n"
+
+
 def write_query(folder, name, text):
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.sql"
@@ -112,12 +115,12 @@ def write_query(folder, name, text):
     [
         ("SELECT 1", "expected a title"),
         ("-- title: T\nSELECT 1", "expected a description"),
-        ("-- title: T\n-- description: D\nSELECT :package", "expected params to list each :parameter"),
-        (
-            "-- title: T\n-- description: D\n-- params: [tag]\nSELECT :package",
-            "expected params to list each :parameter",
-        ),
-        ("-- title: T\n-- description: D\n-- colour: red\nSELECT 1", "unknown header field"),
+        ("-- title: T\n-- description: D\nSELECT 1", "expected a button"),
+        ("-- title: T\n-- description: D\n-- button: B\nSELECT 1", "expected rows in the header"),
+        ("-- title: T\n-- description: D\n-- button: B\n-- rows: [row]\nSELECT 1", "expected rows in the header"),
+        (f"{HEADER}SELECT :package", "expected params to list each :parameter"),
+        (f"{HEADER}-- params: [tag]\nSELECT :package", "expected params to list each :parameter"),
+        (f"{HEADER}-- colour: red\nSELECT 1", "unknown header field"),
         ("-- title: [unclosed\nSELECT 1", "expected a YAML header"),
     ],
 )
@@ -129,14 +132,19 @@ def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, compla
 
 def test_query_file_header_and_sql_are_split(tmp_path):
     path = write_query(
-        tmp_path, "answer", "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\nSELECT 42, :x\n"
+        tmp_path,
+        "answer",
+        "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\n-- button: Ask\n"
+        "-- rows: [answer, answers]\nSELECT 42, :x\n",
     )
     query = describe.read_query(path)
-    assert (query.name, query.title, query.description, query.params, query.sql) == (
+    assert (query.name, query.title, query.description, query.params, query.button, query.rows, query.sql) == (
         "answer",
         "The answer",
         "Always 42.",
         ["x"],
+        "Ask",
+        ["answer", "answers"],
         "SELECT 42, :x",
     )
 
@@ -144,8 +152,8 @@ def test_query_file_header_and_sql_are_split(tmp_path):
 def test_base_must_list_every_query(tmp_path):
     base = tmp_path / "base.yml"
     base.write_text("databases:\n  cache:\n    queries:\n      answer: {}\n")
-    write_query(tmp_path / "queries", "answer", "-- title: A\n-- description: D\nSELECT 42")
-    write_query(tmp_path / "queries", "other", "-- title: O\n-- description: D\nSELECT 43")
+    write_query(tmp_path / "queries", "answer", f"{HEADER}SELECT 42")
+    write_query(tmp_path / "queries", "other", f"{HEADER}SELECT 43")
     with pytest.raises(describe.MetadataError, match=r"missing \['other'\]"):
         describe.build_metadata(base, tmp_path / "queries")
 
@@ -160,3 +168,34 @@ def test_metadata_command_writes_and_checks(tmp_path):
     assert output.read_text() == describe.generate()
     fresh = runner.invoke(cli, ["metadata", "--check", "-o", str(output)])
     assert fresh.exit_code == 0 and "up to date" in fresh.output
+
+
+SITE_SETTINGS = METADATA["plugins"]["spack-cache-db"]
+
+
+def test_every_parameter_of_every_question_has_a_field(cache_db):
+    fields = SITE_SETTINGS["fields"]
+    used = {param for entry in QUERIES.values() for param in entry["params"]}
+    assert used == set(fields)
+    conn = sqlite3.connect(cache_db)
+    for name, field in fields.items():
+        assert field["label"].strip(), name
+        if "choices" in field:
+            assert conn.execute(field["choices"]).fetchall(), name
+    for name, entry in QUERIES.items():
+        assert set(entry.get("fields", {})) <= set(entry["params"]), name
+
+
+def test_the_questions_listed_first_are_queries_and_tables_of_the_database(cache_db):
+    tables = visible_tables_and_views(cache_db)
+    for section in SITE_SETTINGS["questions"]:
+        for item in section["items"]:
+            if isinstance(item, str):
+                assert item in QUERIES, item
+            else:
+                assert item["table"] in tables and item["title"].strip(), item
+                assert set(item.get("columns", [])) <= set(tables[item["table"]]), item
+    listed = {
+        item if isinstance(item, str) else item["table"] for s in SITE_SETTINGS["questions"] for item in s["items"]
+    }
+    assert len(listed) == sum(len(s["items"]) for s in SITE_SETTINGS["questions"]), "each listed once"

@@ -47,6 +47,35 @@ def test_the_wheel_carries_the_seeds_the_queries_and_the_base_metadata(installed
     for query in (ROOT / "queries").iterdir():
         assert f"spack_cache_db/queries/{query.name}" in names
     assert "spack_cache_db/metadata.base.yml" in names
+    for folder in ("templates", "static"):
+        for path in (ROOT / "spack_cache_db" / folder).iterdir():
+            assert f"spack_cache_db/{folder}/{path.name}" in names
+
+
+def test_the_installed_plugin_serves_its_pages(installed, tmp_path):
+    """Datasette, run where only the installed copy is importable first, finds the plugin's templates,
+    stylesheet and canned queries in the installed package."""
+    _, target = installed
+    built = run_installed(target, tmp_path, "build")
+    assert built.returncode == 0, built.stderr
+    script = (
+        "import asyncio, spack_cache_db\n"
+        "from datasette.app import Datasette\n"
+        "async def main():\n"
+        "    ds = Datasette(['cache.db'])\n"
+        "    await ds.invoke_startup()\n"
+        "    page = await ds.client.get('/cache/find_binaries?package=py-mpi4py')\n"
+        "    style = await ds.client.get('/-/spack-cache-db/site.css')\n"
+        "    print(spack_cache_db.__file__, page.status_code, 'spack-form' in page.text, style.status_code)\n"
+        "asyncio.run(main())\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    module, status, has_form, style = result.stdout.split()
+    assert module.startswith(str(target)) and (status, has_form, style) == ("200", "True", "200")
 
 
 def run_installed(target, cwd, *args):

@@ -131,12 +131,46 @@ async def test_html_page_shows_facets_and_the_row_count(cache_db):
     assert re.search(rf'href="[^"]*\?tag=develop"[^>]*>develop</a>\s*{develop:,}', response.text)
 
 
+async def started(ds):
+    """Datasette as `datasette serve` runs it: the start-up hooks before the first request."""
+    await ds.invoke_startup()
+    return ds
+
+
 @pytest.mark.asyncio
 async def test_database_page_counts_every_table(cache_db):
-    data = await get_json(served(cache_db), "/cache.json")
+    data = await get_json(await started(served(cache_db)), "/cache.json")
     conn = sqlite3.connect(cache_db)
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {table["name"] for table in data["tables"]} == tables
     for table in data["tables"]:
         assert table["count"] == conn.execute(f'SELECT count(*) FROM "{table["name"]}"').fetchone()[0], table["name"]
+    assert {view["name"] for view in data["views"]} == {
+        "binaries",
+        "binary_stacks",
+        "configuration_specs",
+        "dependencies",
+        "listing_texts",
+    }
+
+
+@pytest.mark.parametrize("path", ["/", "/cache", "/cache.json", "/.json"])
+@pytest.mark.asyncio
+async def test_pages_listing_tables_answer_after_start_up(cache_db, path):
+    """The stored counts include the views; the pages that list tables must not take them for tables."""
+    response = await (await started(served(cache_db))).client.get(path)
+    assert response.status_code == 200, response.text[:500]
+
+
+@pytest.mark.parametrize("view", ["binaries", "binary_stacks"])
+@pytest.mark.asyncio
+async def test_a_whole_view_is_counted_from_the_stored_row_counts(cache_db, tmp_path, view):
+    copy = tmp_path / "cache.db"
+    copy.write_bytes(cache_db.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE row_counts SET count = 123456 WHERE name = ?", [view])
+    data = await get_json(await started(served(copy)), f"/cache/{view}.json?_size=1")
+    assert data["filtered_table_rows_count"] == 123456
 
 
 @pytest.mark.asyncio

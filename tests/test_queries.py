@@ -24,6 +24,7 @@ ROWS_WITH_NO_PARAMETERS = {
     "hash_lookup": 0,  # nothing to look up
     "dependency_tree": 1,  # the sentence saying that dependencies come from build-cache indexes
     "dependents": 1,  # the same sentence
+    "package": 0,  # no package chosen
     "package_versions": 14,
     "version_timeline": 14,
     "specs_per_tag": 10,
@@ -171,6 +172,65 @@ async def test_runs_on_host_follows_archspec(ds):
     assert {row["target"] for row in graviton4} == {"neoverse_v2", "aarch64"}
     assert graviton4[0]["target"] == "neoverse_v2"  # the closest fit first
     assert await query(ds, "runs_on_host", host="no-such-cpu") == []
+
+
+async def test_find_binaries_on_a_host_keeps_what_it_runs(ds, cache_db):
+    conn = sqlite3.connect(cache_db)
+    targets = dict(
+        conn.execute("SELECT hash, target FROM binaries WHERE tag = 'develop-2025-04-20' AND package = 'hdf5'")
+    )
+    for host in ("zen3", "neoverse_v2", "m1"):
+        rows = await query(ds, "find_binaries", package="hdf5", tag="develop-2025-04-20", host=host)
+        runnable = {row[0] for row in conn.execute("SELECT target FROM runs_on WHERE host = ?", [host])}
+        assert rows and {row["hash"] for row in rows} == {h for h, target in targets.items() if target in runnable}, (
+            host
+        )
+        on_host = await query(ds, "runs_on_host", host=host, package="hdf5", tag="develop-2025-04-20")
+        assert {row["hash"] for row in rows} == {row["hash"] for row in on_host}, host
+    assert await query(ds, "find_binaries", package="hdf5", tag="develop-2025-04-20", host="no-such-cpu") == []
+
+
+@pytest.mark.parametrize("host, platform", [("m1", "darwin"), ("neoverse_v2", "linux"), ("aarch64", "linux")])
+async def test_runs_on_host_keeps_the_platform_asked_for(ds, host, platform):
+    every_platform = await query(ds, "runs_on_host", host=host, package="hdf5", tag="develop-2025-04-20")
+    rows = await query(ds, "runs_on_host", host=host, package="hdf5", tag="develop-2025-04-20", platform=platform)
+    assert rows and all(f"arch={platform}-" in row["spec"] for row in rows)
+    assert rows == [row for row in every_platform if f"arch={platform}-" in row["spec"]]
+    assert len(rows) < len(every_platform), "the samples have binaries of both platforms for these hosts"
+    os_rows = await query(
+        ds, "runs_on_host", host=host, package="hdf5", tag="develop-2025-04-20", platform=platform, os=rows[0]["os"]
+    )
+    assert os_rows and {row["os"] for row in os_rows} == {rows[0]["os"]}
+
+
+@pytest.mark.parametrize("package", ["hdf5", "mpich", "bolt"])
+async def test_stacks_in_tag_of_one_package_count_its_binaries_per_stack(ds, cache_db, package):
+    rows = await query(ds, "stacks_in_tag", tag="develop-2025-04-20", package=package)
+    expected = (
+        sqlite3.connect(cache_db)
+        .execute(
+            "SELECT stack, count(*) FROM binary_stacks WHERE tag = 'develop-2025-04-20' AND package = ? GROUP BY stack",
+            [package],
+        )
+        .fetchall()
+    )
+    assert sorted((row["stack"], row["specs"]) for row in rows) == sorted(expected)
+    assert {row["packages"] for row in rows} == {1}
+    assert rows[0]["stack"] == "root"
+
+
+async def test_package_counts_binaries_per_version_and_tag(ds, cache_db):
+    rows = await query(ds, "package", package="HDF5 ")
+    expected = (
+        sqlite3.connect(cache_db)
+        .execute(
+            "SELECT version, tag, count(*) FROM binaries WHERE package = 'hdf5' GROUP BY version, tag"
+            " ORDER BY max(version_rank) DESC, max(tag_order)"
+        )
+        .fetchall()
+    )
+    assert [(row["version"], row["tag"], row["binaries"]) for row in rows] == expected
+    assert await query(ds, "package", package="no-such-package") == []
 
 
 async def test_package_versions_in_spack_order(ds):

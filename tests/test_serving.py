@@ -1,11 +1,19 @@
 """What the public can do to a served cache.db: hostile input is answered, never a 500; nothing writes."""
 
+import asyncio
 import hashlib
+import html as html_module
+import re
+import resource
+import urllib.parse
 
 import pytest
+import yaml
 from datasette.app import Datasette
+from pagemaker import spec, write_page
 
 from spack_cache_db import describe
+from spack_cache_db.build import build
 
 pytestmark = pytest.mark.asyncio
 
@@ -76,3 +84,119 @@ async def test_nothing_writes_to_the_database_through_the_web(ds, cache_db, sql)
     assert digest(cache_db) == before
     rows = (await ds.client.get("/cache.json?sql=select+count(*)+from+specs&_shape=array")).json()
     assert rows == [{"count(*)": 613}]
+
+
+async def get_within(ds, path, seconds=20, **kwargs):
+    """Datasette's answer, or a failed test when it takes longer than seconds."""
+    return await asyncio.wait_for(ds.client.get(path, **kwargs), seconds)
+
+
+def peak_memory_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select printf('%.*c', 2000000000, 'x')",
+        "select length(printf('%.*c', 100000000, 'x'))",
+        "select length(zeroblob(100000000))",
+        "select length(randomblob(100000000))",
+        "select length(replace(hex(zeroblob(5000000)), '0', '0123456789'))",
+        "select format('%2000000000d', 1)",
+        "select printf('%.*c%.*c', 10, 'x', '99999999999', 'y')",
+        "select printf('%-*s', -2000000000, 'x')",
+        "select printf('%.3000000000s', zeroblob(10))",
+    ],
+)
+async def test_a_statement_that_builds_a_huge_value_fails_fast(ds, sql):
+    before = peak_memory_mb()
+    response = await get_within(ds, "/cache.json", params={"sql": sql}, seconds=3)
+    assert response.status_code == 400, response.text[:300]
+    assert response.json()["error"] == "string or blob too big"
+    assert peak_memory_mb() - before < 200, "a value of at most 16 MB should have been built"
+
+
+@pytest.mark.parametrize(
+    "sql, expected",
+    [
+        ("select printf('%5.2f|%-4d|%s|%%|%.3c', 3.14159, 7, 'spack', 'z')", " 3.14|7   |spack|%|zzz"),
+        ("select format('%*d', 6, 42)", "    42"),
+        ("select printf('%.*c', 1000, 'x') = replace(hex(zeroblob(500)), '0', 'x')", 1),
+        ("select printf('%,d and %q', 1234567, 'it''s')", "1,234,567 and it''s"),
+        ("select printf(NULL)", None),
+        ("select printf('%s')", ""),
+    ],
+)
+async def test_printf_within_the_limits_answers_as_sqlite_does(ds, sql, expected):
+    response = await get_within(ds, "/cache.json?_shape=arrays", params={"sql": sql})
+    assert response.status_code == 200, response.text[:300]
+    assert response.json()["rows"] == [[expected]]
+
+
+async def test_a_statement_that_grows_a_value_row_by_row_stops_at_the_time_limit(ds):
+    sql = "with recursive n(i) as (select 1 union all select i + 1 from n) select length(group_concat(printf('%.1000c', 'x'))) from n"
+    before = peak_memory_mb()
+    response = await get_within(ds, "/cache.json", params={"sql": sql})
+    assert response.status_code == 400
+    assert "SQL query took too long" in response.json()["error"]
+    assert peak_memory_mb() - before < 200
+
+
+HOSTILE_STACK = "e4s) [x](https://example.org/y"
+HOSTILE_TAG = "odd+tag"  # tag names are plain names (the readers refuse others); a + must survive its links
+
+
+@pytest.fixture(scope="module")
+def hostile_names_db(tmp_path_factory):
+    """A database whose names carry Markdown and URL syntax: a stack, a tags.yaml tag, a package with +."""
+    root = tmp_path_factory.mktemp("hostile") / "site"
+    stacks = [HOSTILE_STACK, "a&b=c #d", "100% `tick` \\back", "root"]
+    write_page(root, "g++", "develop", [spec("g++", stacks=stacks), spec("g++2", stacks=["root"])])
+    (root / "_data").mkdir()
+    (root / "_data" / "tags.yaml").write_text(
+        yaml.safe_dump([{"name": "develop", "stacks": stacks}, {"name": HOSTILE_TAG, "stacks": [HOSTILE_STACK]}])
+    )
+    path = root.parent / "cache.db"
+    build([str(root)], path)
+    return path
+
+
+def links_in(html):
+    return re.findall(r'<a href="([^"]*)"', html)
+
+
+async def follow(ds, page, href):
+    """The page a relative link on page leads to."""
+    target = urllib.parse.urlsplit(urllib.parse.urljoin("http://localhost" + page, html_module.unescape(href)))
+    return await get_within(ds, f"{target.path}?{target.query}")
+
+
+@pytest.mark.parametrize("tag", ["develop", HOSTILE_TAG])
+async def test_names_in_markdown_links_stay_inside_their_link(hostile_names_db, tag):
+    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+    page = "/cache/stacks_in_tag?" + urllib.parse.urlencode({"tag": tag})
+    response = await get_within(ds, page)
+    assert response.status_code == 200
+    assert not any("example.org" in link.split("?")[0] for link in links_in(response.text)), "a name made a link"
+    rows = (await get_within(ds, page.replace("stacks_in_tag", "stacks_in_tag.json") + "&_shape=objects")).json()[
+        "rows"
+    ]
+    stacks = [row["stack"] for row in rows]
+    assert HOSTILE_STACK in stacks
+    followed = [link for link in links_in(response.text) if link.startswith("stack_packages?")]
+    assert len(followed) == len(stacks)
+    for stack, href in zip(stacks, followed, strict=True):
+        target = urllib.parse.parse_qs(urllib.parse.urlsplit(html_module.unescape(href)).query)
+        assert target == {"tag": [tag], "stack": [stack]}, href
+        assert (await follow(ds, page, href)).status_code == 200
+
+
+async def test_a_package_name_with_a_plus_survives_its_links(hostile_names_db):
+    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+    page = "/cache/find_binaries?package=g%2B%2B"
+    response = await get_within(ds, page)
+    versions = next(link for link in links_in(response.text) if link.startswith("package_versions?"))
+    assert versions == "package_versions?package=g%2B%2B"
+    followed = await follow(ds, page, versions)
+    assert followed.status_code == 200 and "1.0" in followed.text

@@ -5,6 +5,8 @@
 --   Spack, so never). Give a hash or its first 4 or more characters; the tag defaults to the newest tag
 --   that has the binary. Dependencies come from build-cache indexes (pages do not have them).
 -- params: [hash, tag]
+-- button: Show what it needs
+-- rows: [spec, specs]
 WITH RECURSIVE args AS (
     SELECT lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix, trim(coalesce(:tag, '')) AS tag
 ),

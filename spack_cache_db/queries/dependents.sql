@@ -6,6 +6,8 @@
 --   the newest tag). At most 1,000 rows. Dependencies come from build-cache indexes (pages do not
 --   have them).
 -- params: [package, hash, tag]
+-- button: Find the binaries that link against it
+-- rows: [binary, binaries]
 WITH RECURSIVE args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,

@@ -3,15 +3,19 @@
 --   Binaries in one tag of the build cache, with their spec string, hash, stacks and the three
 --   commands that install one. Leave a field empty to not filter on it. Version takes an exact
 --   version or a prefix (1.14 finds 1.14.6); compiler takes gcc, gcc@13 or gcc@13.2.0; variant takes
---   one or more of +mpi, ~cuda, cuda_arch=80, separated by spaces. Tag defaults to develop (or the
---   newest tag with pages). At most 1,000 rows for a package, 100 without.
--- params: [package, version, os, target, compiler, variant, tag]
+--   one or more of +mpi, ~cuda, cuda_arch=80, separated by spaces; host takes your CPU (zen3,
+--   neoverse_v2, m1: what `spack arch -t` says) and keeps the binaries it can run. Tag defaults to
+--   develop (or the newest tag with pages). At most 1,000 rows for a package, 100 without.
+-- params: [package, version, variant, compiler, os, target, host, tag]
+-- button: Find binaries
+-- rows: [binary, binaries]
 WITH args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,
         ltrim(trim(coalesce(:version, '')), '@') AS version,
         trim(coalesce(:os, '')) AS os,
         trim(coalesce(:target, '')) AS target,
+        lower(trim(coalesce(:host, ''))) AS host,
         replace(ltrim(trim(coalesce(:compiler, '')), '%'), '@=', '@') AS compiler,
         substr(trim(coalesce(:variant, '')), 1, 500) AS variant,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (
@@ -94,6 +98,7 @@ found AS (
       AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
       AND (args.os = '' OR oss.name = args.os)
       AND (args.target = '' OR targets.name = args.target)
+      AND (args.host = '' OR targets.name IN (SELECT target FROM runs_on WHERE runs_on.host = args.host))
       AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
       AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
     ORDER BY packages.name, versions.version_rank DESC, compilers.label, oss.name, targets.name, specs.hash
@@ -109,10 +114,20 @@ SELECT
         || 'spack buildcache keys --install --trust' || char(10)
         || 'spack install --use-buildcache only /' || hash AS install,
     tag,
-    -- Links to the package's other pages, on its first row only: rendering them costs time.
+    -- Links to the package's other pages, on its first row only: rendering them costs time. The addresses
+    -- are relative to this page's (so they work whatever the database is called), and the package name
+    -- in them is percent-encoded where URLs or Markdown give a character a meaning.
     CASE WHEN row_number() OVER (
         PARTITION BY package ORDER BY version_rank DESC, compiler, os, target, hash
-    ) = 1 THEN '[versions](/cache/package_versions?package=' || package || ') · [timeline](/cache/version_timeline?package='
-        || package || ') · [chart](/-/dashboards/package-history?package=' || package || ')' END AS links
+    ) = 1 THEN (
+        SELECT '[versions](package_versions?package=' || name || ') · [timeline](version_timeline?package='
+            || name || ') · [chart](../-/dashboards/package-history?package=' || name || ')'
+        FROM (SELECT replace(replace(replace(replace(replace(replace(replace(replace(replace(
+              replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                  package,
+                  '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
+                  '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
+                  '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS name)
+    ) END AS links
 FROM found
 ORDER BY package, version_rank DESC, compiler, os, target, hash

@@ -5,6 +5,8 @@
 --   of those tags and the commands that install it from there. Fewer than 4 characters find
 --   nothing. At most 100 hashes. Its dependencies come from build-cache indexes (pages do not have them).
 -- params: [hash]
+-- button: Look it up
+-- rows: [binary, binaries]
 WITH args AS (
     SELECT lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix
 ),

@@ -3,6 +3,8 @@
 --   Binaries listed in a stack's mirror but not in the tag's root mirror, which should hold every
 --   binary of the tag. Empty fields do not filter (all tags). At most 1,000 rows.
 -- params: [tag, package]
+-- button: Find them
+-- rows: [binary, binaries]
 WITH args AS (
     SELECT trim(coalesce(:tag, '')) AS tag, lower(trim(coalesce(:package, ''))) AS package
 ),

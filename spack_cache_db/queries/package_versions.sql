@@ -5,6 +5,8 @@
 --   snapshots) and the newest and oldest of those tags. With no package: the first 20 packages by
 --   name.
 -- params: [package]
+-- button: Show the versions
+-- rows: [version, versions]
 -- chart: package-history
 WITH args AS (
     SELECT lower(trim(coalesce(:package, ''))) AS package

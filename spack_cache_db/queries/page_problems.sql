@@ -4,6 +4,8 @@
 --   their spec_details (warnings) and pages that could not be read and were left out (errors),
 --   errors first. Empty fields do not filter. At most 1,000 rows.
 -- params: [tag, package, severity]
+-- button: Show the problems
+-- rows: [problem, problems]
 WITH args AS (
     SELECT
         trim(coalesce(:tag, '')) AS tag,

@@ -5,6 +5,8 @@
 --   newest tag). With no package: the first 100 packages by name that the tag has. At most 500
 --   rows.
 -- params: [tag, package]
+-- button: Show the rebuilds
+-- rows: [configuration, configurations]
 WITH args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,

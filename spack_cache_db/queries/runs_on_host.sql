@@ -4,13 +4,17 @@
 --   neoverse_v2, m1, ...) can run: those built for the host itself or for any of its ancestors in
 --   archspec's microarchitecture graph (the runs_on table). Binaries tuned most closely to the host
 --   come first. Run `spack arch -t` on the host to learn its name; the microarchitectures table lists
---   every known name. Empty fields do not filter; tag defaults to develop (or the newest tag).
---   At most 1,000 rows for a package, 100 without.
--- params: [host, package, os, tag]
+--   every known name; give the platform (linux, darwin) and the operating system of the host too.
+--   Empty fields do not filter; tag defaults to develop (or the newest tag). At most 1,000 rows for a
+--   package, 100 without.
+-- params: [host, package, platform, os, tag]
+-- button: Find binaries for this CPU
+-- rows: [binary, binaries]
 WITH args AS (
     SELECT
         lower(trim(coalesce(:host, ''))) AS host,
         lower(trim(coalesce(:package, ''))) AS package,
+        lower(trim(coalesce(:platform, ''))) AS platform,
         trim(coalesce(:os, '')) AS os,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (
             SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
@@ -47,12 +51,14 @@ JOIN configurations ON configurations.id = specs.configuration_id
 JOIN versions ON versions.id = configurations.version_id
 JOIN compilers ON compilers.id = configurations.compiler_id
 JOIN oss ON oss.id = configurations.os_id
+JOIN platforms ON platforms.id = configurations.platform_id
 JOIN targets ON targets.id = configurations.target_id
 JOIN listings ON listings.id = page_specs.listing_id
 JOIN stack_sets ON stack_sets.id = listings.stack_set_id
 LEFT JOIN runnable ON runnable.id = configurations.target_id
 WHERE (args.host = '' OR runnable.id IS NOT NULL)
   AND (args.package = '' OR packages.name = args.package)
+  AND (args.platform = '' OR platforms.name = args.platform)
   AND (args.os = '' OR oss.name = args.os)
 ORDER BY packages.name, versions.version_rank DESC, runnable.specificity DESC, targets.name, oss.name,
     compilers.label, specs.hash

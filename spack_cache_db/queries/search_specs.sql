@@ -5,6 +5,8 @@
 --   word has to match; any text is safe to type. An empty search lists the whole tag. Tag defaults to
 --   develop (or the newest tag). At most 1,000 rows, 100 for an empty search.
 -- params: [q, tag]
+-- button: Search
+-- rows: [binary, binaries]
 WITH args AS (
     SELECT
         substr(trim(coalesce(:q, '')), 1, 500) AS q,

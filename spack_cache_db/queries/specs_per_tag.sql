@@ -4,6 +4,8 @@
 --   the data behind the line chart on the package-history dashboard. With no package: all packages
 --   together.
 -- params: [package]
+-- button: Count them
+-- rows: [tag, tags]
 -- chart: package-history
 WITH args AS (
     SELECT lower(trim(coalesce(:package, ''))) AS package

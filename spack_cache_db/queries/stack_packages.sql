@@ -4,6 +4,8 @@
 --   stack: every stack of the tag, one row per stack and package. Tag defaults to develop (or the
 --   newest tag). At most 1,000 rows for a stack, 100 without.
 -- params: [stack, tag]
+-- button: Show the packages
+-- rows: [package, packages]
 WITH args AS (
     SELECT
         trim(coalesce(:stack, '')) AS stack,

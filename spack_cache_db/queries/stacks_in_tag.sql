@@ -2,14 +2,18 @@
 -- description: >-
 --   Every stack (CI pipeline) of a tag with how many packages and binaries it has, and its mirror.
 --   Stacks that _data/tags.yaml declares for the tag but that have no binaries show 0. root is the
---   tag's top-level mirror, the union of all stacks. Tag defaults to develop (or the newest tag).
--- params: [tag]
+--   tag's top-level mirror, the union of all stacks. With a package: the stacks that built it, and
+--   how many of its binaries each has. Tag defaults to develop (or the newest tag).
+-- params: [tag, package]
+-- button: Show the stacks
+-- rows: [stack, stacks]
 -- chart: tag-overview
 WITH args AS (
     SELECT coalesce(nullif(trim(coalesce(:tag, '')), ''), (
         SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
         ORDER BY sort_order LIMIT 1
-    )) AS tag
+    )) AS tag,
+    lower(trim(coalesce(:package, ''))) AS package
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 -- The tag's pages, each with its meta.num_specs_by_stack when the meta can be trusted, NULL when
@@ -23,7 +27,9 @@ checked_pages AS (
               WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)
         END AS by_stack
     FROM chosen
+    CROSS JOIN args
     CROSS JOIN pages ON pages.tag_id = chosen.id
+    WHERE args.package = '' OR pages.package_id = (SELECT id FROM packages WHERE packages.name = args.package)
 ),
 -- Binaries per stack and package: read from the meta where it can be trusted (a few rows per page
 -- instead of one per binary), counted binary by binary elsewhere.
@@ -53,6 +59,7 @@ stacks_of_tag AS (
     SELECT stack_id FROM per_stack
     UNION
     SELECT tag_stacks.stack_id FROM chosen JOIN tag_stacks ON tag_stacks.tag_id = chosen.id
+    WHERE (SELECT package FROM args) = ''
 )
 SELECT
     stacks.name AS stack,
@@ -60,7 +67,26 @@ SELECT
     coalesce(per_stack.specs, 0) AS specs,
     chosen.mirror_url || CASE WHEN stacks.name = 'root' THEN '' ELSE '/' || stacks.name END AS mirror_url,
     chosen.name AS tag,
-    '[packages](/cache/stack_packages?tag=' || chosen.name || '&stack=' || stacks.name || ')' AS links
+    -- A link relative to this page's address, with the names in it percent-encoded where URLs or Markdown
+    -- give a character a meaning.
+    (
+        SELECT '[packages](stack_packages?tag=' || tag || '&stack=' || stack || ')'
+        FROM (
+            SELECT
+                replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                    chosen.name,
+                    '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
+                    '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
+                    '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS tag,
+                replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                replace(replace(replace(replace(replace(replace(replace(replace(replace(
+                    stacks.name,
+                    '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
+                    '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
+                    '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS stack
+        )
+    ) AS links
 FROM chosen, stacks_of_tag
 JOIN stacks ON stacks.id = stacks_of_tag.stack_id
 LEFT JOIN per_stack ON per_stack.stack_id = stacks_of_tag.stack_id

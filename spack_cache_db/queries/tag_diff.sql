@@ -7,6 +7,8 @@
 --   to the tag just before to_tag in the usual order (develop, releases, snapshots). With no package:
 --   the first 100 packages by name that either tag has. At most 1,000 rows.
 -- params: [from_tag, to_tag, package]
+-- button: Compare the tags
+-- rows: [change, changes]
 WITH newest AS (
     SELECT coalesce(nullif(trim(coalesce(:to_tag, '')), ''), (
         SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)

@@ -4,6 +4,8 @@
 --   operating system, target microarchitecture and compiler it has. Tag defaults to develop (or the
 --   newest tag); an empty stack means all of them.
 -- params: [tag, stack]
+-- button: Show what it covers
+-- rows: [combination, combinations]
 -- chart: tag-overview
 WITH args AS (
     SELECT

@@ -4,6 +4,8 @@
 --   behind the heatmap on the package-history dashboard. With no package: the first 20 packages by
 --   name. At most 2,000 rows.
 -- params: [package]
+-- button: Count them
+-- rows: [version in a tag, versions in tags]
 -- chart: package-history
 WITH args AS (
     SELECT lower(trim(coalesce(:package, ''))) AS package

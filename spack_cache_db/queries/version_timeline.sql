@@ -4,6 +4,8 @@
 --   how many snapshots had it, the releases that ship it and whether develop has it now. With no
 --   package: the first 20 packages by name.
 -- params: [package]
+-- button: Show the timeline
+-- rows: [version, versions]
 -- chart: package-history
 WITH args AS (
     SELECT lower(trim(coalesce(:package, ''))) AS package

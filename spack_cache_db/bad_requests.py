@@ -1,0 +1,135 @@
+"""Requests that Datasette 0.65 fails with a 500 although the fault is in the request: say what was wrong.
+
+Only called once Datasette has raised. The request is then checked against what Datasette expects of
+its arguments; a fault found gives a 400 (405 for a POST to a question) naming the argument and what it
+should be. Anything else stays Datasette's 500, since then the fault is not the request's.
+"""
+
+import json
+import urllib.parse
+
+from datasette.database import QueryInterrupted
+from datasette.utils import tilde_decode
+from datasette.utils.asgi import Response
+
+# The filters that take a list: a JSON list or values separated by commas.
+_LIST_FILTERS = ("__in", "__notin")
+
+
+async def response_for(datasette, request, exception):
+    """The response that says what was wrong with the request, or None when the request is not at fault."""
+    if isinstance(exception, QueryInterrupted):
+        limit = datasette.setting("sql_time_limit_ms")
+        return await _error(
+            datasette,
+            request,
+            400,
+            "SQL query took too long",
+            f"{request.path} ran past the time limit of {limit:,} ms: ask for fewer rows (filter the page, or"
+            " add _size) and try again.",
+        )
+    route = request.url_vars or {}
+    database, name = _database(datasette, route), route.get("table")
+    if request.method == "POST" and database and name and await _is_read_only_query(datasette, database, name):
+        return await _error(
+            datasette,
+            request,
+            405,
+            "Method not allowed",
+            f"{name} is a question: it writes nothing, so it takes GET (its form or a link), not POST.",
+            headers={"Allow": "GET"},
+        )
+    faults = list(_faults_in_any_request(request))
+    if database and name and not faults:
+        faults = await _faults_in_a_table_request(datasette, database, tilde_decode(name), request)
+    if not faults:
+        return None
+    return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
+
+
+def _database(datasette, route):
+    try:
+        return datasette.get_database(route=tilde_decode(route["database"])) if "database" in route else None
+    except KeyError:
+        return None
+
+
+async def _is_read_only_query(datasette, database, name):
+    query = await datasette.get_canned_query(database.name, tilde_decode(name), None)
+    return query is not None and not query.get("write")
+
+
+def _pairs(request):
+    return urllib.parse.parse_qsl(request.query_string, keep_blank_values=True)
+
+
+def _faults_in_any_request(request):
+    for key, value in _pairs(request):
+        if "\x00" in key or "\x00" in value:
+            yield f"{_named(key)}: contains a NUL character (%00), which no name or value here can hold"
+        elif key == "_timelimit" and not value.isdigit():
+            yield f"_timelimit: expected a number of milliseconds, not {_shown(value)}"
+
+
+async def _faults_in_a_table_request(datasette, database, table, request):
+    if not (await database.table_exists(table) or table in await database.view_names()):
+        return []
+    columns = await database.table_columns(table)
+    is_view = table in await database.view_names()
+    faults = []
+    for key, value in _pairs(request):
+        if key in ("_sort", "_sort_desc") or key.startswith("_facet") and key != "_facet_size":
+            if value not in columns:
+                faults.append(f"{key}: {table} has no column {_shown(value)}; its columns are {', '.join(columns)}")
+        elif key.endswith(_LIST_FILTERS) and not _is_a_list(value):
+            faults.append(f'{key}: expected a JSON list of values such as ["a", "b"], or values separated by commas')
+        elif key == "_next" and is_view and not value.isdigit():
+            faults.append(
+                f"_next: expected the number of rows to skip, as the page's next link gives it, not {_shown(value)}"
+            )
+        elif key == "_through" and not await _is_a_through(database, value):
+            faults.append(
+                '_through: expected JSON such as {"table": "...", "column": "...", "value": "..."} naming a table of'
+                f" {database.name}"
+            )
+    return faults
+
+
+def _is_a_list(value):
+    if not value.startswith("["):
+        return True
+    try:
+        values = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(values, list) and all(isinstance(item, str | int | float) for item in values)
+
+
+async def _is_a_through(database, value):
+    try:
+        through = json.loads(value)
+    except ValueError:
+        return False
+    return (
+        isinstance(through, dict)
+        and all(isinstance(through.get(key), str) for key in ("table", "column", "value"))
+        and await database.table_exists(through["table"])
+    )
+
+
+def _named(key):
+    return key if key.isprintable() else _shown(key)
+
+
+def _shown(text, limit=60):
+    """Text quoted for a message, control characters escaped and long text cut."""
+    shown = json.dumps(text[:limit], ensure_ascii=False)
+    return shown if len(text) <= limit else shown[:-1] + '…"'
+
+
+async def _error(datasette, request, status, title, message, headers=None):
+    info = {"ok": False, "error": message, "status": status, "title": title}
+    if request.path.endswith(".json"):
+        return Response.json(info, status=status, headers=headers)
+    html = await datasette.render_template("error.html", info, request=request)
+    return Response.html(html, status=status, headers=headers)

@@ -1,0 +1,125 @@
+"""How a cell of our databases reads in a page: lists as lists, install commands as a block to copy, a hash
+linking to its lookup and a package to its page. The same everywhere: tables, views and questions.
+
+A page of the binaries view renders 1,600 cells: each is built as text around escaped values, without
+Markup.format's slower escaping of every argument.
+"""
+
+import json
+from urllib.parse import quote_plus
+
+from markupsafe import Markup, escape
+
+from spack_cache_db.normalise import HASH
+
+# Columns that hold a JSON list of names (a question's or a view's); hashes become links.
+LIST_COLUMNS = {"stacks", "variants", "tags", "releases", "versions", "hashes"}
+# Every column this module may render (name: of the packages table only).
+RENDERED = {"package", "name", "hash", "install", "spec", "specs_per_tag", *LIST_COLUMNS}
+LINKING = {"package", "name", "hash", "hashes"}  # columns whose cells need the database's address
+SHOWN_OF_A_LIST = 8  # items shown before the rest fold away
+
+
+def cell_html(database_path, table, column, value):
+    """The HTML of a cell, or None to leave it to Datasette."""
+    if not isinstance(value, str):
+        return None
+    if column == "package" or (table == "packages" and column == "name"):
+        return _package_link(database_path, value)
+    if column == "hash" and HASH.match(value):
+        return _hash_link(database_path, value)
+    if column == "install" and value.startswith("spack "):
+        return install_block(value)
+    if column == "spec":
+        return _spec(value)
+    if column in LIST_COLUMNS and value.startswith("["):
+        items = _json_list(value)
+        return None if items is None else _list(database_path, column, items)
+    if column == "specs_per_tag" and value.startswith("{"):
+        return _counts(value)
+    return None
+
+
+def package_url(database_path, package):
+    return f"{database_path}/package?package={quote_plus(package)}"
+
+
+def hash_url(database_path, spec_hash):
+    return f"{database_path}/hash_lookup?hash={spec_hash}"
+
+
+def _spec(spec):
+    """A spec string that may break before each of its variants, not only at its spaces (+ and ~ are
+    left as they are by escaping)."""
+    breakable = str(escape(spec)).replace("+", "<wbr>+").replace("~", "<wbr>~")
+    return Markup(f'<code class="spack-spec">{breakable}</code>')
+
+
+def _package_link(database_path, package):
+    return Markup(
+        f'<a class="spack-package" href="{escape(package_url(database_path, package))}">{escape(package)}</a>'
+    )
+
+
+def _hash_link(database_path, spec_hash):
+    """A hash (checked: 32 characters of a-z and 2-7, nothing to escape) linking to its lookup."""
+    return Markup(
+        f'<a class="spack-hash" href="{hash_url(database_path, spec_hash)}" title="Look up {spec_hash}">'
+        f"<code>{spec_hash}</code></a>"
+    )
+
+
+def install_block(commands):
+    """The install commands folded behind the last one, shortened (a hash's first 7 characters name it to
+    Spack as well), with a button that copies them all. The button is in the summary: Datasette closes
+    an open details element when a click lands outside it."""
+    last = commands.rsplit("\n", 1)[-1]
+    spec_hash = last.rsplit("/", 1)[-1]
+    short = f"spack install /{spec_hash[:7]}" if HASH.match(spec_hash) else last
+    shown = escape(commands)
+    return Markup(
+        f'<details class="spack-install"><summary><code>{escape(short)}</code>'
+        f' <button type="button" class="spack-copy" data-copy="{shown}">Copy</button></summary><pre>{shown}</pre></details>'
+    )
+
+
+def _json_list(value):
+    try:
+        items = json.loads(value)
+    except ValueError:
+        return None
+    if isinstance(items, list) and all(isinstance(item, str | int | float) for item in items):
+        return [str(item) for item in items]
+    return None
+
+
+def _list(database_path, column, items):
+    shown = [
+        _hash_link(database_path, item) if column == "hashes" and HASH.match(item) else escape(item) for item in items
+    ]
+    html = f'<ul class="spack-list">{_items(shown[:SHOWN_OF_A_LIST])}</ul>'
+    if len(shown) > SHOWN_OF_A_LIST:
+        html += (
+            f'<details class="spack-more"><summary>{len(shown) - SHOWN_OF_A_LIST} more</summary>'
+            f'<ul class="spack-list">{_items(shown[SHOWN_OF_A_LIST:])}</ul></details>'
+        )
+    return Markup(html)
+
+
+def _items(shown):
+    return "".join(f"<li>{item}</li>" for item in shown)
+
+
+def _counts(value):
+    """A JSON object of counts ({"develop": 18, ...}) as a list of "name: count"."""
+    try:
+        counts = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(counts, dict):
+        return None
+    return _list(
+        "",
+        "counts",
+        [f"{name}: {count:,}" if isinstance(count, int) else f"{name}: {count}" for name, count in counts.items()],
+    )

@@ -1,0 +1,128 @@
+"""The package page (the canned query `package`): what the build cache has of one package.
+
+The query's rows (one per version and tag) make the versions × tags table; the binaries come from the
+find_binaries question, run for the tag and filters the page's form chooses; the history charts are the
+package-history dashboard's, drawn on the page.
+"""
+
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from spack_cache_db.web_questions import rows
+
+BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
+# Per filter, the values this package's binaries have (over every tag), by package name.
+_FILTER_CHOICES = {
+    "version": "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id"
+    " WHERE packages.name = ? ORDER BY version_rank DESC",
+    "compiler": "SELECT DISTINCT compilers.label FROM {configurations} JOIN compilers ON compilers.id = compiler_id"
+    " ORDER BY compilers.name, compilers.label",
+    "os": "SELECT DISTINCT oss.name FROM {configurations} JOIN oss ON oss.id = os_id ORDER BY 1",
+    "target": "SELECT DISTINCT targets.name FROM {configurations} JOIN targets ON targets.id = target_id ORDER BY 1",
+    "host": "SELECT name, family FROM microarchitectures ORDER BY family, name",
+}
+_CONFIGURATIONS = (
+    "(SELECT configurations.* FROM packages JOIN versions ON versions.package_id = packages.id"
+    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?)"
+)
+_TAGS = (
+    "SELECT tags.name, tags.kind, tags.snapshot_date, pages.num_specs FROM packages"
+    " JOIN pages ON pages.package_id = packages.id JOIN tags ON tags.id = pages.tag_id"
+    " WHERE packages.name = ? ORDER BY tags.sort_order"
+)
+HISTORY = "package-history"  # the dashboard whose charts the page draws
+
+
+@dataclass
+class Matrix:
+    """Versions (newest first) × develop and the releases that have the package, and the weekly snapshots
+    summed up in one column: how many, the first and the last."""
+
+    columns: list
+    rows: list = field(default_factory=list)  # [(version, [cell text or "", ...])]
+
+
+@dataclass
+class PackagePage:
+    package: str
+    tags: list  # [(name, kind, snapshot_date, binaries)] in the usual order
+    tag: str  # the tag whose binaries are listed
+    filters: dict  # {name: value} of the binaries' filters
+    choices: dict  # {name: [(value, group)]}
+    binaries: list  # find_binaries' rows, as dicts
+    charts: dict  # {slug: chart} of the history dashboard, as its plugin draws them
+
+
+async def package_page(datasette, database, request):
+    """What the page shows besides the query's rows, or None when no package of this name is there."""
+    package = request.args.get("package", "").strip().lower()
+    tags = await rows(datasette, database, _TAGS, [package]) if package else []
+    if not tags:
+        return None
+    tag_names = [name for name, *_ in tags]
+    tag = request.args.get("tag", "")
+    tag = tag if tag in tag_names else tag_names[0]
+    filters = {name: request.args.get(name, "").strip() for name in BINARY_FILTERS}
+    choices = {
+        name: [
+            (row[0], row[1] if len(row) > 1 else None)
+            for row in await rows(
+                datasette, database, sql.format(configurations=_CONFIGURATIONS), [] if name == "host" else [package]
+            )
+        ]
+        for name, sql in _FILTER_CHOICES.items()
+    }
+    find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
+    found = await datasette.execute(database, find_binaries["sql"], {**filters, "package": package, "tag": tag})
+    dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
+    return PackagePage(
+        package=package,
+        tags=tags,
+        tag=tag,
+        filters=filters,
+        choices=choices,
+        binaries=[dict(zip(found.columns, row, strict=True)) for row in found.rows],
+        charts=dashboard.get("charts", {}),
+    )
+
+
+def matrix(query_rows, page_url):
+    """The versions × tags table of the package query's rows (version, tag, kind, snapshot_date, binaries,
+    ...), each count linking to the page's binaries of that version and tag."""
+    releases = []
+    by_version = {}
+    for row in query_rows:
+        version, tag, kind, date, binaries = (
+            row["version"],
+            row["tag"],
+            row["kind"],
+            row["snapshot_date"],
+            row["binaries"],
+        )
+        cells = by_version.setdefault(version, {"tags": {}, "snapshots": []})
+        if kind == "snapshot":
+            cells["snapshots"].append(date or tag)
+        else:
+            cells["tags"][tag] = binaries
+            if kind != "develop" and tag not in releases:
+                releases.append(tag)
+    in_develop = any("develop" in cells["tags"] for cells in by_version.values())
+    in_snapshots = any(cells["snapshots"] for cells in by_version.values())
+    tags = ["develop"] * in_develop + releases
+    table = Matrix(tags + ["weekly snapshots"] * in_snapshots)
+    for version, cells in by_version.items():
+        row_cells = []
+        for tag in tags:
+            count = cells["tags"].get(tag)
+            link = f"{page_url}&" + urlencode({"tag": tag, "version": version}) + "#binaries"
+            row_cells.append((f"{count:,}", link) if count else ("", None))
+        if in_snapshots:
+            row_cells.append((_snapshots_summary(sorted(cells["snapshots"])), None))
+        table.rows.append((version, row_cells))
+    return table
+
+
+def _snapshots_summary(dates):
+    if len(dates) > 1:
+        return f"{len(dates)} snapshots: {dates[0]} to {dates[-1]}"
+    return f"1 snapshot: {dates[0]}" if dates else ""

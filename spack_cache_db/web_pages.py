@@ -1,0 +1,131 @@
+"""The pages of our databases: templates, what they are given, and the site's stylesheet and script.
+
+The package's templates/ replace Datasette's index.html, database.html and query.html; each extends
+Datasette's own ("default:...") for anything that is not ours, so other databases served beside ours
+look as Datasette makes them. Ours get: on the index and database pages, the questions people ask first
+and the internal tables under a heading of their own; on a question's page, a form that offers choices,
+answers that read as text and sentences about what was not found; the package page.
+"""
+
+from importlib import resources
+from urllib.parse import urlencode
+
+from datasette.utils import tilde_decode
+from datasette.utils.asgi import Response
+from jinja2 import FileSystemLoader
+
+from spack_cache_db import served_metadata, web_cells, web_package, web_questions
+from spack_cache_db.served_metadata import PLUGIN
+
+TEMPLATES = str(resources.files(__package__) / "templates")
+STATIC = resources.files(__package__) / "static"
+STATIC_ROUTE = "-/spack-cache-db"
+_CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "application/javascript; charset=utf-8"}
+
+
+def use_our_templates(env):
+    """Put our templates before Datasette's own (Datasette finds a plugin's templates/ folder itself only
+    when the plugin is a package, and on Python 3.12 a module's too); a --template-dir still comes first."""
+    for loader in getattr(env.loader, "loaders", [env.loader]):
+        if isinstance(loader, FileSystemLoader):
+            if TEMPLATES not in loader.searchpath:
+                loader.searchpath.insert(len(loader.searchpath) - 1, TEMPLATES)
+            return
+
+
+def routes():
+    return [(rf"^/{STATIC_ROUTE}/(?P<name>site\.(?:css|js))$", _static_file)]
+
+
+async def _static_file(request):
+    name = request.url_vars["name"]
+    return Response((STATIC / name).read_text(encoding="utf-8"), content_type=_CONTENT_TYPES[name[name.rindex(".") :]])
+
+
+def static_urls(datasette, template, database, kind):
+    """The site's stylesheet or script, on the pages of our databases and on an index that lists one."""
+    ours = served_metadata.ours(datasette)
+    if database in ours or (template == "index.html" and ours):
+        return [{"url": datasette.urls.path(f"{STATIC_ROUTE}/site.{kind}")}]
+    return []
+
+
+def cell(datasette, database, table, column, value):
+    if column not in web_cells.RENDERED or database not in served_metadata.ours(datasette):
+        return None
+    path = datasette.urls.database(database) if column in web_cells.LINKING else ""
+    return web_cells.cell_html(path, table, column, value)
+
+
+async def template_vars(datasette, template, database, request):
+    ours = served_metadata.ours(datasette)
+    given = {"spack_ours": ours}
+    if template == "index.html" and ours:
+        given["spack_questions"] = {name: await question_sections(datasette, name) for name in ours}
+    elif template == "database.html" and database in ours:
+        given["spack_questions"] = {database: await question_sections(datasette, database)}
+        tables = datasette.metadata("tables", database=database) or {}
+        given["spack_descriptions"] = {name: table.get("description", "") for name, table in tables.items()}
+    elif template == "query.html" and database in ours:
+        given.update(await _question_vars(datasette, database, request))
+    return given
+
+
+async def question_sections(datasette, database):
+    """[{heading, items: [{title, description, url}]}] of the questions setting, and the names it lists."""
+    queries = await datasette.get_canned_queries(database, None)
+    sections, listed = [], set()
+    for section in (datasette.plugin_config(PLUGIN) or {}).get("questions", []):
+        items = []
+        for item in section["items"]:
+            if isinstance(item, str) and item in queries:
+                query = queries[item]
+                url = datasette.urls.query(database, item)
+                items.append(
+                    {"title": query.get("title", item), "description": query.get("description", ""), "url": url}
+                )
+            elif isinstance(item, dict):
+                description = datasette.table_metadata(database, item["table"]).get("description", "")
+                url = datasette.urls.table(database, item["table"])
+                if item.get("columns"):
+                    url += "?" + urlencode([("_col", column) for column in item["columns"]])
+                items.append({"title": item["title"], "description": description, "url": url})
+                item = item["table"]
+            listed.add(item)
+        sections.append({"heading": section["heading"], "items": items})
+    return {"sections": sections, "listed": listed}
+
+
+async def _question_vars(datasette, database, request):
+    name = tilde_decode(request.url_vars.get("table", ""))
+    if name not in served_metadata.query_names():
+        return {}
+    query = await datasette.get_canned_query(database, name, request.actor)
+    if query is None:
+        return {}
+
+    async def sentences(row_count):
+        return await web_questions.sentences(datasette, database, query, request, row_count)
+
+    given = {
+        "spack_layout": "spack_question.html",
+        "spack_fields": await web_questions.form_fields(datasette, database, query, request),
+        "spack_sentences": sentences,
+        "spack_database_path": datasette.urls.database(database),
+    }
+    if name == "package":
+        page = await web_package.package_page(datasette, database, request)
+        page_url = (
+            datasette.urls.query(database, "package") + "?" + urlencode({"package": page.package}) if page else ""
+        )
+        given.update(
+            {
+                "spack_layout": "spack_package.html",
+                "spack_package": page,
+                "spack_matrix": lambda rows: web_package.matrix(rows, page_url),
+                "spack_page_url": page_url,
+                "spack_cell": lambda column, value: cell(datasette, database, None, column, value) or value,
+                "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),
+            }
+        )
+    return given

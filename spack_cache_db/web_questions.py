@@ -1,0 +1,245 @@
+"""The forms of the questions (canned queries) and what they say back.
+
+A field offers the values the database holds (tags, operating systems, targets, compilers, stacks, host
+CPUs), as the fields settings of metadata.base.yml say. After an answer, a value the database does not
+hold gets a sentence that says so, with the closest value it does hold; so does an empty answer whose
+tag (given, or the default) lacks the package asked for.
+"""
+
+import difflib
+import re
+import weakref
+from dataclasses import dataclass
+
+from datasette.utils import path_with_replaced_args
+from markupsafe import Markup
+
+from spack_cache_db.served_metadata import PLUGIN
+
+# The values a name is checked against, per parameter: SQL whose first column lists them.
+_KNOWN = {
+    "package": "SELECT name FROM packages",
+    "tag": "SELECT name FROM tags",
+    "from_tag": "SELECT name FROM tags",
+    "to_tag": "SELECT name FROM tags",
+    "os": "SELECT name FROM oss",
+    "platform": "SELECT name FROM platforms",
+    "target": "SELECT name FROM targets",
+    "stack": "SELECT name FROM stacks",
+    "host": "SELECT name FROM microarchitectures",
+}
+# What a value the database does not hold is said to be, per parameter.
+_NOT_HERE = {
+    "package": "No package here is called “{}”.",
+    "tag": "No tag here is called “{}”.",
+    "from_tag": "No tag here is called “{}”.",
+    "to_tag": "No tag here is called “{}”.",
+    "os": "No binary here was built on “{}”.",
+    "platform": "No binary here was built for the platform “{}”.",
+    "target": "No binary here was built for the target “{}”.",
+    "stack": "No stack here is called “{}”.",
+    "host": "archspec knows no CPU called “{}”.",
+    "compiler": "No binary here was built with “{}”.",
+}
+DEFAULT_TAG_SQL = (
+    "SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1"
+)
+_VARIANT_VALUES = (
+    "SELECT name, value FROM variants UNION"
+    " SELECT variants.name, variant_values.value FROM variant_values JOIN variants ON variants.id = variant_values.variant_id"
+)
+_TAGS_OF_A_PACKAGE = (
+    "SELECT tags.name, pages.num_specs FROM packages JOIN pages ON pages.package_id = packages.id"
+    " JOIN tags ON tags.id = pages.tag_id WHERE packages.name = ? ORDER BY tags.sort_order"
+)
+_VERSIONS_OF_A_PACKAGE = (
+    "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id WHERE packages.name = ?"
+    " ORDER BY version_rank DESC"
+)
+TAGS_LISTED = 10  # tags named in a sentence before "and N more"
+_GLUED_FLAGS = re.compile(r"^[+~][\w.-]+(?:[+~][\w.-]+)+$")  # +mpi~java, as a spec writes them
+
+
+@dataclass
+class Field:
+    name: str
+    label: str
+    help: str
+    value: str
+    choices: list  # [(value, group)], or None for a text field
+    suggest: bool  # offer the choices while typing instead of in a list
+    empty: str  # what an empty field means, shown as the list's first choice
+
+    @property
+    def values(self):
+        return [value for value, _ in self.choices or []]
+
+    @property
+    def groups(self):
+        """[(group or None, [value, ...])] in the order of the choices."""
+        groups = []
+        for value, group in self.choices or []:
+            if not groups or groups[-1][0] != group:
+                groups.append((group, []))
+            groups[-1][1].append(value)
+        return groups
+
+
+async def form_fields(datasette, database, query, request):
+    """The fields of a question's form, filled in from the request."""
+    configured = (datasette.plugin_config(PLUGIN) or {}).get("fields", {})
+    fields = []
+    for name in query.get("params", []):
+        config = {**configured.get(name, {}), **query.get("fields", {}).get(name, {})}
+        choices = None
+        if config.get("choices"):
+            choices = [
+                (row[0], row[1] if len(row) > 1 else None) for row in await rows(datasette, database, config["choices"])
+            ]
+        empty = config.get("empty", "any")
+        if empty == "default":
+            default = await rows(datasette, database, DEFAULT_TAG_SQL)
+            empty = f"{default[0][0]} (the default)" if default else "the newest tag"
+        fields.append(
+            Field(
+                name=name,
+                label=config.get("label", name),
+                help=config.get("help", ""),
+                value=request.args.get(name, ""),
+                choices=choices,
+                suggest=bool(config.get("suggest")),
+                empty=empty,
+            )
+        )
+    return fields
+
+
+_cached = weakref.WeakKeyDictionary()  # Datasette -> {(database, file version, SQL): rows}
+
+
+async def rows(datasette, database, sql, params=()):
+    """The rows of a small query about what the database holds. Without parameters (lists of names) they
+    are read once per version of the database file; with them (about one package, say) every time, so
+    that what people type does not pile up in memory."""
+    db = datasette.get_database(database)
+    if params:
+        return [tuple(row) for row in (await db.execute(sql, list(params))).rows]
+    cache = _cached.setdefault(datasette, {})
+    key = (database, db.mtime_ns if db.is_mutable else None, sql)
+    if key not in cache:
+        cache[key] = [tuple(row) for row in (await db.execute(sql)).rows]
+    return cache[key]
+
+
+async def sentences(datasette, database, query, request, row_count):
+    """What to tell the person who asked: values the database does not hold, and why nothing was found."""
+    said = []
+    given = {name: request.args.get(name, "").strip() for name in query.get("params", [])}
+    for name, value in given.items():
+        if value:
+            said.extend(await _unknown(datasette, database, request, name, value, given))
+    if row_count == 0 and not said:
+        said.extend(await _why_nothing(datasette, database, query, request, given))
+    return said
+
+
+async def _unknown(datasette, database, request, name, value, given):
+    if name in _KNOWN:
+        known = [row[0] for row in await rows(datasette, database, _KNOWN[name])]
+        wanted = value.lower() if name in ("package", "host") else value
+        if wanted not in known:
+            return [_no_such(request, name, value, known)]
+    elif name == "compiler":
+        return await _unknown_compiler(datasette, database, request, value)
+    elif name == "variant":
+        return await _unknown_variants(datasette, database, value)
+    elif name == "version" and given.get("package"):
+        return await _unknown_version(datasette, database, given["package"].lower(), value.lstrip("@"))
+    elif name == "hash":
+        prefix = value.lower().lstrip("/")
+        if len(prefix) < 4:
+            return [Markup("Give at least 4 characters of the hash: fewer match too many binaries to tell.")]
+    return []
+
+
+def _no_such(request, name, value, known):
+    close = difflib.get_close_matches(value, known, n=3, cutoff=0.6)
+    sentence = Markup(_NOT_HERE[name]).format(value)
+    if close:
+        links = Markup(" or ").join(
+            Markup('<a href="{}">{}</a>').format(path_with_replaced_args(request, {name: match}), match)
+            for match in close
+        )
+        sentence += Markup(" Did you mean {}?").format(links)
+    return sentence
+
+
+async def _unknown_compiler(datasette, database, request, value):
+    wanted = value.strip().lstrip("%").replace("@=", "@")
+    compilers = await rows(datasette, database, "SELECT label, name FROM compilers")
+    if any(label == wanted or name == wanted or label.startswith(wanted + ".") for label, name in compilers):
+        return []
+    return [_no_such(request, "compiler", value, sorted({label for label, _ in compilers}))]
+
+
+async def _unknown_variants(datasette, database, value):
+    raws = [row[0] for row in await rows(datasette, database, "SELECT raw FROM variants")]
+    raw_set = set(raws)
+    name_values = set(await rows(datasette, database, _VARIANT_VALUES))
+    said = []
+    for term in dict.fromkeys(value[:500].split()):
+        if _GLUED_FLAGS.match(term):
+            apart = " ".join(re.findall(r"[+~][^+~]+", term))
+            said.append(Markup("Write the variants apart, separated by spaces: {}.").format(apart))
+            continue
+        if term[0] in "+~":
+            found = term in raw_set
+        elif "=" in term:
+            name, _, wanted = term.partition("=")
+            found = (name.rstrip(":"), wanted) in name_values
+        else:
+            found = "+" + term in raw_set
+        if not found:
+            close = difflib.get_close_matches(term if term[0] in "+~" or "=" in term else "+" + term, raws, n=3)
+            sentence = Markup("No binary has the variant “{}”.").format(term)
+            if close:
+                sentence += Markup(" Did you mean {}?").format(
+                    Markup(" or ").join(Markup("{}").format(c) for c in close)
+                )
+            said.append(sentence)
+    return said
+
+
+async def _unknown_version(datasette, database, package, version):
+    versions = [row[0] for row in await rows(datasette, database, _VERSIONS_OF_A_PACKAGE, [package])]
+    if not versions or any(known == version or known.startswith(version + ".") for known in versions):
+        return []
+    return [Markup("{} has no version {}: its versions are {}.").format(package, version, ", ".join(versions))]
+
+
+async def _why_nothing(datasette, database, query, request, given):
+    if given.get("hash"):
+        return [Markup("No binary's hash starts with “{}”.").format(given["hash"].lower().lstrip("/"))]
+    if given.get("q"):
+        return [Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])]
+    package = given.get("package", "").lower()
+    if package and "tag" in given:
+        tags = await rows(datasette, database, _TAGS_OF_A_PACKAGE, [package])
+        default = await rows(datasette, database, DEFAULT_TAG_SQL)
+        tag = given["tag"] or (default[0][0] if default else "")
+        if tags and tag not in {name for name, _ in tags}:
+            return [_tags_that_have(request, package, tag, not given["tag"], tags)]
+    if any(given.values()):
+        noun = query.get("rows", ["row", "rows"])[1]
+        return [Markup("No {} match all of these fields: leave one empty to see more.").format(noun)]
+    return []
+
+
+def _tags_that_have(request, package, tag, is_default, tags):
+    links = Markup(", ").join(
+        Markup('<a href="{}">{}</a> ({:,})').format(path_with_replaced_args(request, {"tag": name}), name, count)
+        for name, count in tags[:TAGS_LISTED]
+    )
+    more = Markup(" and {} more").format(len(tags) - TAGS_LISTED) if len(tags) > TAGS_LISTED else ""
+    which = Markup("{}, the default tag,").format(tag) if is_default else Markup("{}").format(tag)
+    return Markup("{} has no binaries of {}. The tags that have them: {}{}.").format(which, package, links, more)

@@ -1,0 +1,112 @@
+"""Every page a person can reach answers: a real datasette server, started as the README says (or plainly,
+with a database of another name), and every link followed from / to depth 3."""
+
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+
+import pytest
+from datasette_server import datasette, readme_command
+from paths import METADATA_YML, SEEDS
+
+from spack_cache_db.build import build
+
+DEPTH = 3
+TIMEOUT = 60  # seconds for one page
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.links.append(href)
+
+
+def links_of(html):
+    parser = _Links()
+    parser.feed(html)
+    return parser.links
+
+
+def fetch(url):
+    """(status, HTML or "") of a page."""
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+            kind = response.headers.get("content-type", "")
+            body = response.read()
+            return response.status, body.decode("utf-8", "replace") if kind.startswith("text/html") else ""
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def _canonical(url):
+    """The URL without its fragment, its arguments in order: links that differ only so are one page."""
+    parts = urllib.parse.urlsplit(urllib.parse.urldefrag(url).url)
+    query = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True)))
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
+def crawl(base, depth=DEPTH):
+    """{url: (status, the page it was found on)} of every page of base reachable from / in depth links."""
+    found = {base + "/": (None, None)}
+    level = [base + "/"]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for step in range(depth + 1):
+            answers = list(pool.map(fetch, level))
+            following = []
+            for url, (status, html) in zip(level, answers, strict=True):
+                found[url] = (status, found[url][1])
+                if step == depth:
+                    continue
+                for href in links_of(html):
+                    target = _canonical(urllib.parse.urljoin(url, href))
+                    if target.startswith(base + "/") and target not in found:
+                        found[target] = (None, url)
+                        following.append(target)
+            level = following
+    return found
+
+
+def assert_every_page_answers(base, depth=DEPTH):
+    found = crawl(base, depth)
+    failed = {url: (status, on) for url, (status, on) in found.items() if status != 200}
+    assert not failed, "\n".join(f"{status} {url} (linked from {on})" for url, (status, on) in failed.items())
+    return found
+
+
+@pytest.fixture(scope="module")
+def seeds_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("seeds") / "cache.db"
+    build([SEEDS], path)
+    return path
+
+
+def test_every_page_of_the_seeds_answers(seeds_db):
+    with datasette(*readme_command(seeds_db, METADATA_YML)) as base:
+        found = assert_every_page_answers(base)
+    assert len(found) > 200
+
+
+def test_every_page_of_the_test_pages_answers(cache_db):
+    with datasette(*readme_command(cache_db, METADATA_YML)) as base:
+        found = assert_every_page_answers(base)
+    assert f"{base}/cache/package?package=hdf5" in found
+    assert any(url.startswith(f"{base}/cache/hash_lookup?hash=") for url in found)
+
+
+def test_every_page_of_a_database_of_another_name_served_plainly_answers(cache_db, tmp_path):
+    """`datasette spack.db`: no -i, no -m; the questions, the database page and every link on them work
+    (two links deep: the pages beyond are the same as cache.db's, above)."""
+    path = tmp_path / "spack.db"
+    shutil.copy(cache_db, path)
+    with datasette(path) as base:
+        found = assert_every_page_answers(base, depth=2)
+    assert f"{base}/spack/find_binaries" in found
+    assert not any("/cache/" in url or url.endswith("/cache") for url in found)
