@@ -31,6 +31,43 @@ _TAGS = (
     " WHERE packages.name = ? ORDER BY tags.sort_order"
 )
 HISTORY = "package-history"  # the dashboard whose charts the page draws
+_DEPTYPES = "replace(replace(replace(dependency_kinds.deptypes, '[\"', ''), '\"]', ''), '\", \"', ', ')"
+# What the package's binaries in a tag depend on (from build-cache indexes): per dependency and deptypes.
+_DEPENDENCIES = f"""
+SELECT dependency_packages.name, group_concat(DISTINCT dependency_versions.version), {_DEPTYPES},
+    count(DISTINCT page_specs.spec_id), max(dependency.external)
+FROM packages
+JOIN pages ON pages.package_id = packages.id
+JOIN tags ON tags.id = pages.tag_id
+JOIN page_specs ON page_specs.page_id = pages.id
+JOIN spec_dependencies ON spec_dependencies.spec_id = page_specs.spec_id
+JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+JOIN specs AS dependency ON dependency.id = spec_dependencies.dependency_id
+JOIN configurations ON configurations.id = dependency.configuration_id
+JOIN versions AS dependency_versions ON dependency_versions.id = configurations.version_id
+JOIN packages AS dependency_packages ON dependency_packages.id = dependency_versions.package_id
+WHERE packages.name = ? AND tags.name = ?
+GROUP BY dependency_packages.name, dependency_kinds.deptypes
+ORDER BY dependency_packages.name, 3
+"""
+# The packages of a tag whose binaries link straight against one of this package's binaries.
+_DEPENDENTS = """
+SELECT dependent_packages.name, count(DISTINCT page_specs.spec_id)
+FROM packages
+JOIN versions ON versions.package_id = packages.id
+JOIN configurations ON configurations.version_id = versions.id
+JOIN specs ON specs.configuration_id = configurations.id
+JOIN spec_dependencies ON spec_dependencies.dependency_id = specs.id
+JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+JOIN page_specs ON page_specs.spec_id = spec_dependencies.spec_id
+JOIN pages ON pages.id = page_specs.page_id
+JOIN tags ON tags.id = pages.tag_id
+JOIN packages AS dependent_packages ON dependent_packages.id = pages.package_id
+WHERE packages.name = ? AND tags.name = ?
+    AND EXISTS (SELECT 1 FROM json_each(dependency_kinds.deptypes) WHERE value = 'link')
+GROUP BY dependent_packages.name
+ORDER BY dependent_packages.name
+"""
 
 
 @dataclass
@@ -51,6 +88,9 @@ class PackagePage:
     choices: dict  # {name: [(value, group)]}
     binaries: list  # find_binaries' rows, as dicts
     charts: dict  # {slug: chart} of the history dashboard, as its plugin draws them
+    dependencies: list  # [(package, versions, deptypes, binaries that need it, external)] in the tag
+    dependents: list  # [(package, binaries)]: packages of the tag that link against this one
+    has_dependencies: bool  # whether the database has any (build-cache indexes give them, pages do not)
 
 
 async def package_page(datasette, database, request):
@@ -75,6 +115,7 @@ async def package_page(datasette, database, request):
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
     found = await datasette.execute(database, find_binaries["sql"], {**filters, "package": package, "tag": tag})
     dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
+    has_dependencies = bool(await rows(datasette, database, "SELECT 1 FROM spec_dependencies LIMIT 1"))
     return PackagePage(
         package=package,
         tags=tags,
@@ -83,6 +124,9 @@ async def package_page(datasette, database, request):
         choices=choices,
         binaries=[dict(zip(found.columns, row, strict=True)) for row in found.rows],
         charts=dashboard.get("charts", {}),
+        dependencies=await rows(datasette, database, _DEPENDENCIES, [package, tag]) if has_dependencies else [],
+        dependents=await rows(datasette, database, _DEPENDENTS, [package, tag]) if has_dependencies else [],
+        has_dependencies=has_dependencies,
     )
 
 

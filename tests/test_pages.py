@@ -369,3 +369,35 @@ async def test_a_question_page_answers_whatever_is_typed(ds, value):
         )
         assert response.status_code == 200, (name, response.text[:300])
         assert "Traceback" not in response.text
+
+
+def dependencies_section(text):
+    return re.search(r'<h2 id="dependencies">Dependencies</h2>(.*?)<h2 id="history">', text, re.S).group(1)
+
+
+async def test_the_package_page_shows_what_its_binaries_depend_on_and_who_links_against_it(tmp_path):
+    from mirrors import sample_index, write_v2
+
+    write_v2(tmp_path / "develop", sample_index("8"))
+    db = tmp_path / "cache.db"
+    build([f"develop={tmp_path / 'develop'}"], db)
+    ds = await started(db)
+    section = dependencies_section(await page(ds, "/cache/package?package=libelf&tag=develop"))
+    body_rows = re.findall(r"<tr>(.*?)</tr>", section, re.S)[1:]  # after the header
+    table = [
+        [" ".join(text_of(cell).split()) for cell in re.findall(r"<td>(.*?)</td>", row, re.S)] for row in body_rows
+    ]
+    assert table == [
+        ["compiler-wrapper", "1.0", "build", "1"],
+        ["gcc (external)", "10.2.1", "build", "1"],
+        ["gcc-runtime", "10.2.1", "link", "1"],
+    ]
+    assert "Packages of develop whose binaries link against libelf" in text_of(section)
+    assert re.search(r'href="/cache/package\?package=libdwarf">libdwarf</a> \(2\)', section)
+    assert 'href="/cache/dependents?package=libelf&amp;tag=develop"' in section
+    assert 'href="/cache/dependency_tree?hash=' in section
+
+
+async def test_the_package_page_of_a_pages_only_database_says_where_dependencies_come_from(ds):
+    section = dependencies_section(await page(ds, f"/cache/package?package=hdf5&tag={SNAPSHOT}"))
+    assert "This database has no dependencies: they come from build-cache indexes" in " ".join(text_of(section).split())
