@@ -110,3 +110,17 @@ def test_every_page_of_a_database_of_another_name_served_plainly_answers(cache_d
         found = assert_every_page_answers(base, depth=2)
     assert f"{base}/spack/find_binaries" in found
     assert not any("/cache/" in url or url.endswith("/cache") for url in found)
+
+
+def test_every_page_of_a_database_built_from_indexes_answers(tmp_path):
+    """Spack's sample indexes (with dependencies, an external, two tags) served as the README says."""
+    from mirrors import sample_index, write_v2
+
+    for version in ("7", "8"):
+        write_v2(tmp_path / f"v{version}", sample_index(version))
+    path = tmp_path / "cache.db"
+    build([f"develop={tmp_path / 'v8'}", f"v0.23.0={tmp_path / 'v7'}"], path)
+    with datasette(*readme_command(path, METADATA_YML)) as base:
+        found = assert_every_page_answers(base)
+    assert any(url.startswith(f"{base}/cache/dependency_tree?hash=") for url in found)
+    assert any(url.startswith(f"{base}/cache/dependents?") for url in found)
