@@ -3,9 +3,11 @@
 import sqlite3
 from dataclasses import dataclass, field
 
+import sqlite_utils
+
 from .files import database_uri, read_start
 from .records import InputError
-from .schema import SCHEMA_VERSION
+from .schema import COLUMNS, SCHEMA_VERSION
 
 
 @dataclass
@@ -35,7 +37,7 @@ def check(path):
         report.fail(f"{path}: not a readable SQLite database ({error})")
         return report
     try:
-        _check_rows(conn, path, integrity, report)
+        _check_rows(sqlite_utils.Database(conn), path, integrity, report)
     except sqlite3.DatabaseError as error:
         report.fail(f"{path}: expected a database built by spack-cache-db ({error})")
     finally:
@@ -43,28 +45,37 @@ def check(path):
     return report
 
 
-def _check_rows(conn, path, integrity, report):
+def _check_rows(db, path, integrity, report):
     if integrity == ["ok"]:
         report.good("integrity_check")
     else:
         report.fail(f"integrity_check: {'; '.join(integrity[:5])}")
-    broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+    broken = db.execute("PRAGMA foreign_key_check").fetchall()
     if broken:
         report.fail(f"foreign_key_check: {len(broken)} row(s) point at missing rows, e.g. {broken[:3]}")
     else:
         report.good("foreign_key_check")
-    version = dict(conn.execute("SELECT key, value FROM build_info")).get("schema_version")
+    version = {row["key"]: row["value"] for row in db["build_info"].rows}.get("schema_version")
     if version == str(SCHEMA_VERSION):
         report.good(f"schema version {version}")
     else:
         report.fail(f"schema version: expected {SCHEMA_VERSION}, found {version}")
-    for severity, number in conn.execute("SELECT severity, count(*) FROM problems GROUP BY severity ORDER BY severity"):
-        line = f"{number} {severity}(s) recorded in problems"
-        if severity == "error":
-            report.fail(line + " (pages rejected with --keep-going)")
+    _check_tables(db, report)
+    for row in db.query("SELECT severity, count(*) AS n FROM problems GROUP BY severity ORDER BY severity"):
+        line = f"{row['n']} {row['severity']}(s) recorded in problems"
+        if row["severity"] == "error":
+            report.fail(line + " (inputs rejected with --keep-going)")
         else:
             report.good(line)
-    for path_, field_name, message, severity in conn.execute(
-        "SELECT path, field, message, severity FROM problems ORDER BY severity, path LIMIT 10"
-    ):
-        report.lines.append(f"     {severity}: {path_}: {field_name}: {message}")
+    for row in db.query("SELECT path, field, message, severity FROM problems ORDER BY severity, path LIMIT 10"):
+        report.lines.append(f"     {row['severity']}: {row['path']}: {row['field']}: {row['message']}")
+
+
+def _check_tables(db, report):
+    """Every table schema.py declares is there with its columns, in order."""
+    found = {name: tuple(column.name for column in db[name].columns) for name in db.table_names()}
+    different = [name for name, columns in COLUMNS.items() if found.get(name) != columns]
+    if different:
+        report.fail(f"tables: expected {', '.join(different)} as schema.py declares them")
+    else:
+        report.good(f"{len(COLUMNS)} tables as schema.py declares them")

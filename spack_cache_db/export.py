@@ -6,20 +6,23 @@ import os
 import sqlite3
 from pathlib import Path
 
+import sqlite_utils
+
 from .files import database_uri, read_start
 from .normalise import Compiler, standard_tarball_url
 from .read_pages import NAME
 
 PAGES = """
-SELECT pages.id, tags.name, packages.name, pages.meta, pages.sorted_keys, pages.key_order, pages.extra
+SELECT pages.id, tags.name AS tag, packages.name AS package, pages.meta, pages.sorted_keys, pages.key_order,
+    pages.extra
 FROM pages JOIN tags ON tags.id = pages.tag_id JOIN packages ON packages.id = pages.package_id
 ORDER BY tags.name, packages.name
 """
 
 SPECS = """
-SELECT specs.hash, compilers.name, compilers.version, page_specs.compiler_exact, oss.name, platforms.name,
-    specs.size, stack_sets.stacks, targets.name, variant_sets.variants, versions.version, page_specs.extra,
-    page_specs.standard_tarball
+SELECT specs.hash, compilers.name AS compiler, compilers.version AS compiler_version, page_specs.compiler_exact,
+    oss.name AS os, platforms.name AS platform, specs.size, stack_sets.stacks, targets.name AS target,
+    variant_sets.variants, versions.version, page_specs.extra, page_specs.standard_tarball
 FROM page_specs
 JOIN specs ON specs.id = page_specs.spec_id
 JOIN configurations ON configurations.id = specs.configuration_id
@@ -46,20 +49,23 @@ def export(database, outdir):
     if read_start(database, 0) is None:  # a FIFO would block SQLite's open
         raise ExportError(f"{database}: expected a database built by spack-cache-db, found nothing")
     conn = sqlite3.connect(database_uri(database), uri=True)
+    db = sqlite_utils.Database(conn)
     written = 0
     try:
-        pages = conn.execute(PAGES).fetchall()
+        pages = list(db.query(PAGES))
         root = _open_outdir(outdir)
         try:
-            for page_id, tag, package, meta, sorted_keys, key_order, extra in pages:
+            for page in pages:
+                tag, package = page["tag"], page["package"]
                 for table, name in (("tags", tag), ("packages", package)):
                     if not isinstance(name, str) or not NAME.fullmatch(name):
                         raise ExportError(
                             f"{database}: {table}.name: expected a name that can be a folder, found {name!r:.80}"
                         )
-                specs = [_spec_entry(tag, package, row) for row in conn.execute(SPECS, (page_id,))]
-                order = None if sorted_keys else json.loads(key_order)
-                text = page_text(package, tag, meta, [_ordered(entry, order) for entry in specs], extra)
+                specs = [_spec_entry(tag, package, row) for row in db.query(SPECS, [page["id"]])]
+                order = None if page["sorted_keys"] else json.loads(page["key_order"])
+                entries = [_ordered(entry, order) for entry in specs]
+                text = page_text(package, tag, page["meta"], entries, page["extra"])
                 _write_inside(root, Path(outdir), ("_cache", tag, package), "specs.md", text.encode("utf-8"))
                 written += 1
         finally:
@@ -138,24 +144,23 @@ def _remove_quietly(name, folder):
 
 
 def _spec_entry(tag, package, row):
-    spec_hash, name, version, exact, os, platform, size, stacks, target, variants, spec_version, extra, tarball = row
-    compiler = name if version is None else f"{name}@{'=' if exact else ''}{version}"
+    name, version, spec_hash = row["compiler"], row["compiler_version"], row["hash"]
     entry = {
-        "compiler": compiler,
+        "compiler": name if version is None else f"{name}@{'=' if row['compiler_exact'] else ''}{version}",
         "hash": spec_hash,
-        "os": os,
-        "platform": platform,
-        "size": "-" if size is None else size,
-        "stacks": json.loads(stacks),
-        "target": target,
-        "variants": json.loads(variants),
-        "versions": [spec_version],
+        "os": row["os"],
+        "platform": row["platform"],
+        "size": "-" if row["size"] is None else row["size"],
+        "stacks": json.loads(row["stacks"]),
+        "target": row["target"],
+        "variants": json.loads(row["variants"]),
+        "versions": [row["version"]],
     }
-    if extra:
-        entry.update(json.loads(extra))
-    if tarball:
+    if row["extra"]:
+        entry.update(json.loads(row["extra"]))
+    if row["standard_tarball"]:
         entry["tarball"] = standard_tarball_url(
-            tag, package, spec_version, platform, os, target, Compiler(name, version), spec_hash
+            tag, package, row["version"], row["platform"], row["os"], row["target"], Compiler(name, version), spec_hash
         )
     return entry
 
