@@ -1,5 +1,6 @@
 """The build: plan what changed, load it into a temporary copy, finish the file, swap it in atomically."""
 
+import gc
 import json
 import os
 import re
@@ -356,6 +357,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         writer.finish()
     finally:
         writer.stop()
+        gc.unfreeze()
     conn.execute("BEGIN")
     changed_tags.update(
         row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))
@@ -443,9 +445,12 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
 
 
 def _flush_now_and_then(loader):
-    """Hand rows to the writer in batches, so that it inserts them while this process reads on."""
+    """Hand rows to the writer in batches, so that it inserts them while this process reads on. What is kept
+    from then on (the loader's ids and configurations: millions of objects) is moved out of the garbage
+    collector's sight: it would scan them again and again, for cycles the build does not make."""
     if len(loader.pending["page_specs"]) + len(loader.pending["spec_dependencies"]) >= FLUSH_EVERY:
         loader.flush()
+        gc.freeze()
 
 
 def _record_problem(loader, summary, error):

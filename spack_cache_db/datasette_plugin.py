@@ -26,7 +26,8 @@ from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
-from spack_cache_db import bad_requests, served_metadata, serving_limits, web_pages
+from spack_cache_db import bad_requests, cube_counts, served_metadata, serving_limits, web_pages
+from spack_cache_db.cube_counts import column_and_lookup
 from spack_cache_db.served_metadata import PLUGIN, built_by_us
 
 
@@ -39,6 +40,8 @@ def startup(datasette):
             db = datasette.databases[name]
             if not db.is_mutable and name not in (datasette.inspect_data or {}):
                 await _use_stored_row_counts(datasette, name, db)
+            if not db.is_mutable:
+                cube_counts.answer_counts(db, name)
 
     return serve_our_databases
 
@@ -136,17 +139,26 @@ _NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request a
 
 @hookimpl
 def filters_from_request(request, database, table, datasette):
-    """A filter on columns that a row's key determines also selects the keys, from a smaller table or view
-    with one row per key that has the same columns (narrow_by: key, table, table_key, columns): the view's
-    rows then come through its index on the key instead of a scan of every row. The clause never changes
-    which rows match."""
+    """The page's row count, from the view's cube when the filters allow (cube_counts); and a filter on columns
+    that a row's key determines also selects the keys, from a smaller table or view with one row per key that
+    has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come through its
+    index on the key instead of a scan of every row. The clause never changes which rows match."""
+
+    async def count_and_narrow():
+        await cube_counts.remember_count(request, database, table, datasette)
+        return _narrowing(request, database, table, datasette)
+
+    return count_and_narrow()
+
+
+def _narrowing(request, database, table, datasette):
     narrow_by = (datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}).get("narrow_by")
     if not narrow_by:
         return None
     pairs = [
         (key, value)
         for key in request.args
-        if not (key.startswith("_") and "__" not in key) and _column_and_lookup(key)[0] in narrow_by["columns"]
+        if not (key.startswith("_") and "__" not in key) and column_and_lookup(key)[0] in narrow_by["columns"]
         for value in request.args.getlist(key)
     ]
     where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
@@ -159,19 +171,6 @@ def filters_from_request(request, database, table, datasette):
         [f"{key} in (select {rows_key} from {rows} where {' and '.join(where)})"],
         {f"{_NARROWING}{name}": value for name, value in params.items()},
     )
-
-
-def _column_and_lookup(key):
-    """A filter argument as Datasette reads it: os__not is column os, lookup not; os alone is exact."""
-    column, _, lookup = key.rpartition("__")
-    return (column, lookup) if column else (key, "exact")
-
-
-# Request arguments that change how a page looks, not which rows it has.
-_NOT_FILTERS = {
-    "_size", "_sort", "_sort_desc", "_next", "_nocount", "_nofacet", "_nosuggest", "_trace", "_shape",
-    "_labels", "_nolabels", "_json", "_json_infinity", "_col", "_nocol", "_timelimit", "_ttl", "_context",
-}  # fmt: skip
 
 
 def _column(config):
@@ -270,47 +269,26 @@ class _Precounted(Facet):
     async def _count_from_cube(self, columns):
         """{column: [(value, count), ...] in Datasette's order}, or None when the cube cannot answer."""
         db = self.ds.get_database(self.database)
-        cube = f"{self.table}_cube"
         filters = self._filters()  # first: a search or other filter needs no look at the database
-        if filters is None or db.is_mutable or not await db.table_exists(cube):
+        if filters is None:
             return None
-        cube_columns = set(await db.table_columns(cube)) - {"count"}
-        if not {column for column, _, _ in filters} | set(columns) <= cube_columns:
+        available = await cube_counts.cube_columns(db, self.table)
+        if available is None or not {column for column, _, _ in filters} | set(columns) <= available:
             return None
-        where = " and ".join(
-            f"{escape_sqlite(column)} = ?"
-            if operator == "="
-            else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
-            for column, operator, _ in filters
-        )
+        where, params = cube_counts.cube_where(filters)
+        cube = escape_sqlite(f"{self.table}_cube")
         counts = {}
         for column in columns:
-            rows = await db.execute(
-                self.cube_sql(escape_sqlite(cube), escape_sqlite(column), where or "1"), [v for _, _, v in filters]
-            )
+            rows = await db.execute(self.cube_sql(cube, escape_sqlite(column), where), params)
             counts[column] = [(value, count) for value, count in rows.rows]
         return counts
 
     def _filters(self):
-        """[(column, "=" or "contains", value)] for a page filtered only by exact values (and, on an
-        array column, by a value it contains); None for any other filter, search or SQL."""
-        filters = []
-        for key, value in self.get_querystring_pairs():
-            if key.startswith("_"):
-                if key in _NOT_FILTERS or key.startswith("_facet"):
-                    continue
-                return None
-            column, lookup = _column_and_lookup(key)
-            if lookup == "exact":
-                filters.append((column, "=", value))
-            elif lookup == "arraycontains":
-                filters.append((column, "contains", value))
-            else:
-                return None
-        # Datasette made one parameter of each (and filters_from_request its copies): the SQL filters by
-        # these and nothing else.
+        """cube_counts.cube_filters of the page, when Datasette's SQL filters by those and nothing else (it made
+        one parameter of each, and filters_from_request its copies)."""
+        filters = cube_counts.cube_filters(self.request.query_string)
         own = [name for name in self.params if not name.startswith(_NARROWING)]
-        return filters if len(own) == len(filters) else None
+        return filters if filters is not None and len(own) == len(filters) else None
 
 
 class PrecountedColumnFacet(_Precounted):

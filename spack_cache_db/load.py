@@ -3,7 +3,7 @@
 import json
 
 from . import normalise, schema
-from .records import InputError
+from .records import Document, InputError
 
 # The tables the loader writes, parents first, and the statement that writes a row of each (a file read again
 # replaces its sources row).
@@ -34,6 +34,15 @@ EXISTING_KEYS = {
     "tags": "SELECT name, id FROM tags",
     "dependency_kinds": "SELECT deptypes, virtuals, id FROM dependency_kinds",
 }
+
+
+def _tarball_prefix(tarballs, document, built):
+    prefix = tarballs.get(built.number)
+    if prefix is None:
+        prefix = tarballs[built.number] = normalise.standard_tarball_prefix(
+            document.tag, document.package, built.version, built.platform, built.os, built.target, built.compiler
+        )
+    return prefix
 
 
 def _key_of(row):
@@ -121,7 +130,10 @@ class Loader:
         binaries = document.binaries
         if self.database_has_specs:
             self._look_up_in_database([b.hash for b in binaries if _hash_key(b.hash) not in self.spec_ids])
-        rows = [self._spec_row(document, package_id, number, binary) for number, binary in enumerate(binaries)]
+        tarballs = {}  # Built.number -> the usual tarball URL of its binaries in this document, but the hash
+        rows = [
+            self._spec_row(document, package_id, number, binary, tarballs) for number, binary in enumerate(binaries)
+        ]
         page_id = self.next_id["pages"]
         self.next_id["pages"] += 1
         self.pages_by_name[(document.tag, document.package)] = document.source
@@ -147,27 +159,20 @@ class Loader:
                 add_spec(new_spec)
             add_page_spec((page_id, *page_spec))
 
-    def _spec_row(self, document, package_id, position, binary):
+    def _spec_row(self, document, package_id, position, binary, tarballs):
         """(the specs row, or None for a spec known already; the page_specs row without its page)"""
         spec_hash, built, stacks, size, extra, _ = binary
         configuration_id = self._configuration_of(document.package, package_id, built)
-        field = document.binary_field.format(position=position, hash=spec_hash)
-        spec_id, new_spec = self._spec_id(spec_hash, configuration_id, size, document.source, field)
+        spec_id, new_spec = self._spec_id(spec_hash, configuration_id, size, document, position)
         listing_id = self.listing_by_stacks.get((configuration_id, stacks))
         if listing_id is None:
             listing_id = self._listing_id(configuration_id, self._stack_set_id(stacks))
             self.listing_by_stacks[(configuration_id, stacks)] = listing_id
         standard_tarball = 0
         if extra:
-            if "tarball" in extra and extra["tarball"] == normalise.standard_tarball_url(
-                document.tag,
-                document.package,
-                built.version,
-                built.platform,
-                built.os,
-                built.target,
-                built.compiler,
-                spec_hash,
+            if (
+                "tarball" in extra
+                and extra["tarball"] == _tarball_prefix(tarballs, document, built) + spec_hash + ".spack"
             ):
                 extra = {k: v for k, v in extra.items() if k != "tarball"}
                 standard_tarball = 1
@@ -183,9 +188,9 @@ class Loader:
             self.configuration_by_built[(package_id, built.number)] = configuration_id
         return configuration_id
 
-    def _spec_id(self, spec_hash, configuration_id, size, location, field, external=0):
+    def _spec_id(self, spec_hash, configuration_id, size, document, position, external=0):
         """(spec id, the specs row to write or None when the hash is known): the same hash must have the same
-        facts wherever it appears."""
+        facts wherever it appears; document (or a location) and position name where it does not."""
         key = _hash_key(spec_hash)
         known = self.spec_ids.get(key)
         if known is None:
@@ -196,6 +201,9 @@ class Loader:
                 self.spec_sizes[key] = size
             return spec_id, (spec_id, spec_hash, configuration_id, size, external)
         if known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
+            location, field = document, f"database.installs.{spec_hash}"
+            if isinstance(document, Document):
+                location, field = document.source, document.binary_field.format(position=position, hash=spec_hash)
             raise InputError(
                 location,
                 field,
@@ -217,8 +225,7 @@ class Loader:
         for node in nodes:
             package_id = self._named_id("packages", node.package)
             configuration_id = self._configuration_of(node.package, package_id, node.built)
-            field = f"database.installs.{node.hash}"
-            spec_id, new_spec = self._spec_id(node.hash, configuration_id, None, location, field, int(node.external))
+            spec_id, new_spec = self._spec_id(node.hash, configuration_id, None, location, None, int(node.external))
             if new_spec is not None:
                 self.queue("specs", new_spec)
 

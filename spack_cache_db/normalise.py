@@ -164,12 +164,14 @@ def _quoted_if_needed(value):
 
 def standard_tarball_url(tag, package, version, platform, os, target, compiler, spec_hash):
     """Where the older pages' 'tarball' field points, when it follows the build cache's usual layout."""
+    return standard_tarball_prefix(tag, package, version, platform, os, target, compiler) + f"{spec_hash}.spack"
+
+
+def standard_tarball_prefix(tag, package, version, platform, os, target, compiler):
+    """What every binary's usual tarball URL of one configuration starts with, before its hash."""
     arch = f"{platform}-{os}-{target}"
     built_with = f"{compiler.name}-{compiler.version}"
-    return (
-        f"{MIRROR_ROOT}/{tag}/build_cache/{arch}/{built_with}/{package}-{version}/"
-        f"{arch}-{built_with}-{package}-{version}-{spec_hash}.spack"
-    )
+    return f"{MIRROR_ROOT}/{tag}/build_cache/{arch}/{built_with}/{package}-{version}/{arch}-{built_with}-{package}-{version}-"
 
 
 def spec_variants(variants):

@@ -83,9 +83,9 @@ def page_facts(path):
     specs by hash with stacks sorted, and every scalar as text (block-style YAML has no numbers)."""
     from pathlib import Path
 
-    from spack_cache_db.read_pages import SourceFile, read_page
+    from spack_cache_db.read_pages import SourceFile, exactly, read_page
 
-    page = read_page(SourceFile(str(path), True), Path(path).read_bytes())
+    page = exactly(read_page(SourceFile(str(path), True), Path(path).read_bytes()))
     specs = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])
     return page.title, page.tag, _as_text(page.meta), _as_text(specs), _as_text(page.extra)
 

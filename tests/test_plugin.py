@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import sqlite3
 import urllib.parse
 
@@ -326,7 +327,69 @@ async def test_a_narrowed_page_describes_only_the_filters_people_chose(cache_db)
 def test_the_plugin_reads_a_filter_argument_as_datasette_does(key):
     from datasette.filters import Filters
 
-    from spack_cache_db.datasette_plugin import _column_and_lookup
+    from spack_cache_db.cube_counts import column_and_lookup
 
     [(column, lookup, _)] = Filters([(key, "x")]).selections()
-    assert _column_and_lookup(key) == (column, lookup)
+    assert column_and_lookup(key) == (column, lookup)
+
+
+CUBE_FILTERS = [
+    "target=x86_64_v3",
+    "os=ubuntu22.04",
+    "tag=develop&target=neoverse_v2",
+    "compiler=gcc@11.4.0&os=ubuntu22.04",
+    "stacks__arraycontains=e4s",
+    "stacks__arraycontains=root&target=x86_64_v3&_facet=os",
+]
+
+
+def sql_count(db_path, query):
+    """The binaries a page's filters select, counted with SQL."""
+    where, params = [], []
+    for key, value in urllib.parse.parse_qsl(query):
+        if key.startswith("_"):
+            continue
+        column, _, lookup = key.rpartition("__")
+        if lookup == "arraycontains":
+            where.append(f"? IN (SELECT value FROM json_each({column}))")
+        else:
+            where.append(f"{key} = ?")
+        params.append(value)
+    return (
+        sqlite3.connect(db_path)
+        .execute(f"SELECT count(*) FROM binaries WHERE {' AND '.join(where)}", params)
+        .fetchone()[0]
+    )
+
+
+@pytest.mark.parametrize("query", CUBE_FILTERS)
+@pytest.mark.asyncio
+async def test_a_page_filtered_by_cube_columns_has_its_exact_row_count(cache_db, query):
+    data = await get_json(await started(served(cache_db)), f"/cache/binaries.json?{query}")
+    assert data["filtered_table_rows_count"] == sql_count(cache_db, query) > 0
+
+
+@pytest.mark.asyncio
+async def test_the_row_count_of_such_a_page_comes_from_the_cube(cache_db, tmp_path):
+    """A cube that says twice as much shows: the count was read there, not counted live."""
+    doubled = tmp_path / "cache.db"
+    shutil.copy(cache_db, doubled)
+    with sqlite3.connect(doubled) as conn:
+        conn.execute("UPDATE binaries_cube SET count = count * 2")
+    ds = await started(served(doubled))
+    data = await get_json(ds, "/cache/binaries.json?target=x86_64_v3")
+    assert data["filtered_table_rows_count"] == 2 * sql_count(cache_db, "target=x86_64_v3")
+    conn = sqlite3.connect(cache_db)
+    for other, where in (  # filters on other columns, or other lookups: counted live
+        ("package=bolt", "package = 'bolt'"),
+        ("target=x86_64_v3&version=1.0.1", "target = 'x86_64_v3' AND version = '1.0.1'"),
+        ("target__not=x86_64_v3", "target <> 'x86_64_v3'"),
+    ):
+        data = await get_json(ds, f"/cache/binaries.json?{other}")
+        assert (
+            data["filtered_table_rows_count"]
+            == conn.execute(f"SELECT count(*) FROM binaries WHERE {where}").fetchone()[0]
+        )
+    served_mutable = await started(served(doubled, immutable=False))
+    data = await get_json(served_mutable, "/cache/binaries.json?target=x86_64_v3")
+    assert data["filtered_table_rows_count"] == sql_count(cache_db, "target=x86_64_v3")  # may change: counted live

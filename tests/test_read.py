@@ -4,7 +4,17 @@ import pytest
 from pagemaker import page_text, spec, write_page
 from paths import SITE
 
-from spack_cache_db.read_pages import NotACachePage, OldLayoutPage, PageError, SourceFile, find_inputs, read_page
+from spack_cache_db.read_pages import (
+    NotACachePage,
+    OldLayoutPage,
+    PageError,
+    SourceFile,
+    exactly,
+    find_inputs,
+    page_document,
+    read_page,
+)
+from spack_cache_db.records import Configurations
 
 SAMPLES = SITE
 
@@ -41,7 +51,15 @@ def test_yaml_traps_keep_the_text_of_the_document(tmp_path):
     )
     page = read_text(tmp_path, text)
     assert page.tag == "2025.10"
-    assert page.specs[0]["versions"] == ["1.10"]
+    assert exactly(page).specs[0]["versions"] == ["1.10"]
+    assert page_document(page, Configurations()).binaries[0].built.version == "1.10"
+
+
+def test_a_number_with_a_fraction_in_a_field_we_keep_keeps_its_text(tmp_path):
+    """orjson reads a page in the generator's form; where it would turn 1.10 into 1.1 the page is read again."""
+    text = page_text("py-x", "develop", [spec(1, note="x")]).replace('"note": "x"', '"note": 1.10')
+    document = page_document(read_text(tmp_path, text), Configurations())
+    assert document.binaries[0].extra == {"note": "1.10"}
 
 
 @pytest.mark.parametrize("categories", ["[package, develop ]", "[ package, develop]", "[package,  develop]"])
