@@ -30,7 +30,7 @@ def _default_inputs():
 @click.group(cls=DefaultGroup, default="build", default_if_no_args=True)
 @click.version_option(package_name="spack-cache-db")
 def cli():
-    """Normalise Spack build-cache pages (cache.spack.io) into one SQLite database."""
+    """Spack's binary build cache (cache.spack.io pages, build-cache indexes) as one SQLite database."""
 
 
 def _existing_or_remote(context, parameter, paths):
@@ -46,7 +46,11 @@ def _existing_or_remote(context, parameter, paths):
 @click.option(
     "-o", "--output", default="cache.db", show_default=True, type=click.Path(dir_okay=False), help="Database to write."
 )
-@click.option("--keep-going", is_flag=True, help="Record pages that cannot be read in 'problems' and build the rest.")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Record inputs that cannot be read (pages, indexes) in 'problems' and build the rest.",
+)
 @click.option(
     "--strict", is_flag=True, help="Fail on warnings too (meta that disagrees with spec_details, skipped pages)."
 )
