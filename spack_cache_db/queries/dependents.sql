@@ -55,9 +55,9 @@ found AS (
         tags.mirror_url
     FROM dependents
     CROSS JOIN args
-    JOIN tags ON tags.name = args.tag
-    JOIN page_specs ON page_specs.spec_id = dependents.spec_id
-    JOIN pages ON pages.id = page_specs.page_id AND pages.tag_id = tags.id
+    CROSS JOIN tags ON tags.name = args.tag
+    CROSS JOIN page_specs ON page_specs.spec_id = dependents.spec_id
+    CROSS JOIN pages ON pages.id = page_specs.page_id AND pages.tag_id = tags.id
     JOIN specs ON specs.id = page_specs.spec_id
     JOIN packages ON packages.id = pages.package_id
     JOIN configurations ON configurations.id = specs.configuration_id
