@@ -8,7 +8,7 @@ reader uses. The candidates alternate; the report gives the median wall time and
 
 - json: the standard library, whole dicts, then the fields picked out;
 - orjson: the fastest JSON parser for Python, whole dicts, then the fields picked out;
-- msgspec: what spack_cache_db.read_indexes does (typed Structs that decode only the fields it uses).
+- msgspec: what spack_cache_db.read.indexes does (typed Structs that decode only the fields it uses).
 """
 
 import argparse
@@ -28,7 +28,7 @@ mode, path = sys.argv[1], sys.argv[2]
 started = time.perf_counter()
 data = open(path, "rb").read()
 if mode == "msgspec":
-    from spack_cache_db import read_indexes
+    from spack_cache_db.read import indexes as read_indexes
     records = read_indexes.parse_index(path, "root", "", data).records
     del data
     kept = [(h, r.spec.name, r.spec.version, r.spec.arch.platform_os, r.spec.parameters, r.in_buildcache,

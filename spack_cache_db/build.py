@@ -12,9 +12,14 @@ from dataclasses import astuple, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, build_indexes, inputs, load, microarchitectures
-from .files import FileError, Identity, database_uri, identity, read_start
-from .read_pages import (
+from spack_cache_db import __version__
+from spack_cache_db.db import load, microarchitectures
+from spack_cache_db.db.connection import database_uri, open_for_build
+from spack_cache_db.db.schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
+from spack_cache_db.db.writer import BackgroundWriter
+from spack_cache_db.read import index_tags, inputs
+from spack_cache_db.read.files import FileError, Identity, identity, read_start
+from spack_cache_db.read.pages import (
     NotACachePage,
     OldLayoutPage,
     file_digest,
@@ -24,9 +29,7 @@ from .read_pages import (
     read_source,
     read_tags_yaml,
 )
-from .records import Configurations, InputError
-from .schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
-from .writer import BackgroundWriter, open_for_build
+from spack_cache_db.records import Configurations, InputError
 
 FLUSH_EVERY = 20000  # queued binaries before rows are written
 
@@ -64,7 +67,7 @@ class Plan:
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
     tags_digest: str
-    indexes: build_indexes.IndexPlan
+    indexes: index_tags.IndexPlan
     page_tags: str  # which tags pages may give (none that indexes give; only those --tag asks for)
     skipped: Counter  # tag -> page files not read, by their folder: the tag is read from its indexes or not asked for
     problems: list  # InputError: unreadable folders, links out of an input, names not in UTF-8 (--keep-going)
@@ -146,7 +149,7 @@ def _nothing_to_do(plan, existing):
 def _plan_indexes(arguments, tags, existing, output, keep_going, progress):
     sources = inputs.index_sources(arguments, tags)
     stored = existing["indexes"] if existing else {}
-    return build_indexes.plan(sources, stored, output if existing else None, keep_going)
+    return index_tags.plan(sources, stored, output if existing else None, keep_going)
 
 
 def _pages_kept(conn):
@@ -215,7 +218,7 @@ def _existing_sources(output, overwrite=False):
                 )
             }
             input_problems = set(conn.execute(INPUT_PROBLEMS))
-            indexes = build_indexes.stored_indexes(conn)
+            indexes = index_tags.stored_indexes(conn)
         finally:
             conn.close()
     except sqlite3.DatabaseError as error:
@@ -418,7 +421,7 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
     left out with keep_going (what it wrote is deleted when the build finishes)."""
     tag = index_tag.tag
     try:
-        records, rows = build_indexes.read_tag(index_tag, configurations, keep_going, progress)
+        records, rows = index_tags.read_tag(index_tag, configurations, keep_going, progress)
         tag_id = loader.tag_id(tag)
         loader.add_nodes(records.nodes, records.documents[0].source if records.documents else tag)
         for document in records.documents:

@@ -9,13 +9,13 @@ from pathlib import Path
 import click
 from click_default_group import DefaultGroup
 
-from . import check as check_module
-from . import describe as describe_module
-from . import export as export_module
-from . import inputs
-from .build import BuildError
-from .build import build as build_database
-from .records import InputError
+from spack_cache_db.build import BuildError
+from spack_cache_db.build import build as build_database
+from spack_cache_db.db import check as check_module
+from spack_cache_db.db import export as export_module
+from spack_cache_db.read import inputs
+from spack_cache_db.records import InputError
+from spack_cache_db.web import describe as describe_module
 
 BUNDLED_SEEDS = Path(str(resources.files(__package__) / "seeds"))
 

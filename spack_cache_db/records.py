@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .normalise import Compiler
+from spack_cache_db.normalise import Compiler
 
 
 class InputError(Exception):

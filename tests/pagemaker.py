@@ -83,7 +83,7 @@ def page_facts(path):
     specs by hash with stacks sorted, and every scalar as text (block-style YAML has no numbers)."""
     from pathlib import Path
 
-    from spack_cache_db.read_pages import SourceFile, exactly, read_page
+    from spack_cache_db.read.pages import SourceFile, exactly, read_page
 
     page = exactly(read_page(SourceFile(str(path), True), Path(path).read_bytes()))
     specs = sorted(({**s, "stacks": sorted(s["stacks"])} for s in page.specs), key=lambda s: s["hash"])

@@ -8,7 +8,7 @@ import yaml
 from datasette.app import Datasette
 from paths import METADATA_YML
 
-from spack_cache_db import describe
+from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
 

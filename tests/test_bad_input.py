@@ -11,7 +11,7 @@ from pagemaker import page_facts
 from paths import DATA, SEEDS
 
 from spack_cache_db.cli import cli
-from spack_cache_db.export import export
+from spack_cache_db.db.export import export
 
 sys.path.insert(0, str(DATA))
 from make_odd_pages import big_page_text, random_bytes_page  # noqa: E402

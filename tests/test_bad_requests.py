@@ -7,7 +7,7 @@ import pytest
 import pytest_asyncio
 from datasette.app import Datasette
 
-from spack_cache_db import describe
+from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,7 +17,7 @@ import pytest
 from datasette_server import PY_NUMPY_STACKS, build_with_py_numpy, datasette, readme_command
 from paths import METADATA_YML, SEEDS, SITE
 
-from spack_cache_db import describe
+from spack_cache_db.web import describe
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -8,8 +8,8 @@ from paths import SEEDS, SITE
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
+from spack_cache_db.db.schema import SCHEMA_VERSION
 from spack_cache_db.records import InputError
-from spack_cache_db.schema import SCHEMA_VERSION
 
 
 def rows(db, sql, params=()):
@@ -249,7 +249,7 @@ def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, mon
 
 
 def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_reason(tmp_path, monkeypatch):
-    from spack_cache_db import load
+    from spack_cache_db.db import load
 
     write_page(tmp_path, "cli11", "develop", [spec(2)])
     page = write_page(tmp_path, "bolt", "develop", [spec(1)])
@@ -271,7 +271,7 @@ def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_re
 def test_a_build_beside_other_threads_starts_its_writer_from_a_clean_process(tmp_path):
     import threading
 
-    from spack_cache_db import writer
+    from spack_cache_db.db import writer
 
     write_page(tmp_path, "bolt", "develop", [spec(1), spec(2, target="zen3")])
     stop = threading.Event()

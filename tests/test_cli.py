@@ -8,7 +8,7 @@ from paths import SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
-from spack_cache_db.schema import COLUMNS, SCHEMA_VERSION
+from spack_cache_db.db.schema import COLUMNS, SCHEMA_VERSION
 
 
 def run(*args):

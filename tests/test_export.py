@@ -5,8 +5,8 @@ from pagemaker import page_facts
 from paths import SEEDS, SITE
 
 from spack_cache_db.build import build
-from spack_cache_db.export import export
-from spack_cache_db.read_pages import SourceFile, find_inputs, read_page
+from spack_cache_db.db.export import export
+from spack_cache_db.read.pages import SourceFile, find_inputs, read_page
 
 INPUTS = [SEEDS, SITE]
 PAGE_FILES = [f.path for f in find_inputs(INPUTS).files]

@@ -23,8 +23,8 @@ import pytest
 from pagemaker import page_text, spec, write_page
 
 from spack_cache_db import build as build_module
-from spack_cache_db import files
 from spack_cache_db.build import build
+from spack_cache_db.read import files
 from spack_cache_db.records import InputError
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -591,7 +591,7 @@ def test_keep_going_records_every_value_past_the_limits_and_builds_the_rest(scen
 def test_a_value_that_still_reaches_the_writer_is_named_by_its_page_not_blamed_on_the_disk(
     scene, monkeypatch, time_limit
 ):
-    from spack_cache_db import read_pages
+    from spack_cache_db.read import pages as read_pages
 
     monkeypatch.setattr(read_pages, "MAX_SIZE", 2**70)  # a check that lets a value past
     page = raw_page(scene.page_path("huge"), specs_text(size=2**64))
@@ -745,7 +745,7 @@ def test_what_a_keep_going_build_kept_exports_to_pages_that_build_again(scene):
 
 def test_every_pattern_matches_whole_text_not_up_to_a_final_newline():
     from spack_cache_db.normalise import classify_tag, parse_compiler, parse_variant
-    from spack_cache_db.read_pages import NAME
+    from spack_cache_db.read.pages import NAME
 
     assert parse_compiler("gcc@13.2.0\n") is None and parse_compiler("gcc@13.2.0") is not None
     assert parse_variant("+mpi\n") is None and parse_variant("x=1\n") is None and parse_variant("x=1") is not None

@@ -17,10 +17,10 @@ from mirrors import body, edited, sample_index, serving, status, subset, write_v
 from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
 
-from spack_cache_db import fetch
 from spack_cache_db.build import build
 from spack_cache_db.cli import cli
-from spack_cache_db.export import export
+from spack_cache_db.db.export import export
+from spack_cache_db.read import fetch
 from spack_cache_db.records import InputError
 
 LIBDWARF_M1, LIBELF_M1 = "u5uz3dcch5if4eve4sef67o2rf2lbfgh", "jr3yipyxyjulcdvckwwwjrrumis7glpa"

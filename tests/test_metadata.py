@@ -9,8 +9,8 @@ import yaml
 from click.testing import CliRunner
 from paths import METADATA_YML, ROOT
 
-from spack_cache_db import describe
 from spack_cache_db.cli import cli
+from spack_cache_db.web import describe
 
 METADATA = describe.build_metadata()
 DATABASE = METADATA["databases"]["cache"]

@@ -11,7 +11,7 @@ from spack_cache_db.normalise import (
     tag_sort_key,
     version_key,
 )
-from spack_cache_db.read_pages import parse_spec
+from spack_cache_db.read.pages import parse_spec
 from spack_cache_db.records import Configurations
 
 

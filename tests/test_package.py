@@ -10,13 +10,13 @@ import zipfile
 import pytest
 from paths import METADATA_YML, ROOT
 
-from spack_cache_db import describe
+from spack_cache_db.web import describe
 
 
 def test_top_level_seeds_and_queries_are_the_package_data():
-    for name in ("seeds", "queries"):
+    for name, package in (("seeds", "spack_cache_db"), ("queries", "spack_cache_db/web")):
         assert (ROOT / name).is_symlink(), name
-        assert (ROOT / name).resolve() == ROOT / "spack_cache_db" / name
+        assert (ROOT / name).resolve() == ROOT / package / name
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +45,11 @@ def test_the_wheel_carries_the_seeds_the_queries_and_the_base_metadata(installed
     for seed in (ROOT / "seeds").iterdir():
         assert f"spack_cache_db/seeds/{seed.name}" in names
     for query in (ROOT / "queries").iterdir():
-        assert f"spack_cache_db/queries/{query.name}" in names
-    assert "spack_cache_db/metadata.base.yml" in names
+        assert f"spack_cache_db/web/queries/{query.name}" in names
+    assert "spack_cache_db/web/metadata.base.yml" in names
     for folder in ("templates", "static"):
-        for path in (ROOT / "spack_cache_db" / folder).iterdir():
-            assert f"spack_cache_db/{folder}/{path.name}" in names
+        for path in (ROOT / "spack_cache_db" / "web" / folder).iterdir():
+            assert f"spack_cache_db/web/{folder}/{path.name}" in names
 
 
 def test_the_installed_plugin_serves_its_pages(installed, tmp_path):
@@ -65,7 +65,7 @@ def test_the_installed_plugin_serves_its_pages(installed, tmp_path):
         "    ds = Datasette(['cache.db'])\n"
         "    await ds.invoke_startup()\n"
         "    page = await ds.client.get('/cache/find_binaries?package=py-mpi4py')\n"
-        "    style = await ds.client.get('/-/spack-cache-db/site.css')\n"
+        "    style = await ds.client.get('/-/static-plugins/spack-cache-db/site.css')\n"
         "    print(spack_cache_db.__file__, page.status_code, 'spack-form' in page.text, style.status_code)\n"
         "asyncio.run(main())\n"
     )

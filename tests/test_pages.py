@@ -12,8 +12,8 @@ import pytest_asyncio
 from datasette.app import Datasette
 from pagemaker import spec, write_page
 
-from spack_cache_db import describe
 from spack_cache_db.build import build
+from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
 
@@ -341,11 +341,13 @@ async def test_the_package_page_without_a_package_asks_for_one(ds):
 
 
 async def test_the_sites_stylesheet_and_script_are_served(ds):
-    for name, kind in (("site.css", "text/css"), ("site.js", "application/javascript")):
-        response = await ds.client.get(f"/-/spack-cache-db/{name}")
-        assert response.status_code == 200 and response.headers["content-type"].startswith(kind)
-    assert (await ds.client.get("/-/spack-cache-db/other.css")).status_code == 404
-    assert '<link rel="stylesheet" href="/-/spack-cache-db/site.css">' in await page(ds, "/cache/find_binaries")
+    for name, kinds in (("site.css", ("text/css",)), ("site.js", ("text/javascript", "application/javascript"))):
+        response = await ds.client.get(f"/-/static-plugins/spack-cache-db/{name}")
+        assert response.status_code == 200 and response.headers["content-type"].startswith(kinds)
+    assert (await ds.client.get("/-/static-plugins/spack-cache-db/other.css")).status_code == 404
+    assert '<link rel="stylesheet" href="/-/static-plugins/spack-cache-db/site.css">' in await page(
+        ds, "/cache/find_binaries"
+    )
 
 
 HOSTILE = [

@@ -10,7 +10,7 @@ import pytest
 from datasette.app import Datasette
 from datasette.utils import escape_fts
 
-from spack_cache_db import describe
+from spack_cache_db.web import describe
 
 METADATA = describe.build_metadata()
 FACETS = {
@@ -327,7 +327,7 @@ async def test_a_narrowed_page_describes_only_the_filters_people_chose(cache_db)
 def test_the_plugin_reads_a_filter_argument_as_datasette_does(key):
     from datasette.filters import Filters
 
-    from spack_cache_db.cube_counts import column_and_lookup
+    from spack_cache_db.web.counts import column_and_lookup
 
     [(column, lookup, _)] = Filters([(key, "x")]).selections()
     assert column_and_lookup(key) == (column, lookup)

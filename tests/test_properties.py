@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from pagemaker import meta_for, page_facts
 
 from spack_cache_db.build import BuildError, build
-from spack_cache_db.export import export
-from spack_cache_db.files import is_storable_text
-from spack_cache_db.read_pages import NotACachePage, OldLayoutPage, PageError, SourceFile, page_document, read_page
+from spack_cache_db.db.export import export
+from spack_cache_db.read.files import is_storable_text
+from spack_cache_db.read.pages import NotACachePage, OldLayoutPage, PageError, SourceFile, page_document, read_page
 from spack_cache_db.records import Configurations, Document
 
 NAME = st.from_regex(r"[a-z][a-z0-9]{0,6}(-[a-z0-9]{1,5})?", fullmatch=True)

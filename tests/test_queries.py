@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from datasette.app import Datasette
 
-from spack_cache_db import describe
 from spack_cache_db.build import build
+from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
 

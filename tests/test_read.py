@@ -4,7 +4,7 @@ import pytest
 from pagemaker import page_text, spec, write_page
 from paths import SITE
 
-from spack_cache_db.read_pages import (
+from spack_cache_db.read.pages import (
     NotACachePage,
     OldLayoutPage,
     PageError,

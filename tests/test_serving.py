@@ -12,8 +12,8 @@ import yaml
 from datasette.app import Datasette
 from pagemaker import spec, write_page
 
-from spack_cache_db import describe
 from spack_cache_db.build import build
+from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
 

@@ -7,58 +7,55 @@ and the internal tables under a heading of their own; on a question's page, a fo
 answers that read as text and sentences about what was not found; the package page.
 """
 
-from importlib import resources
 from urllib.parse import urlencode
 
+from datasette import hookimpl
 from datasette.utils import tilde_decode
-from datasette.utils.asgi import Response
-from jinja2 import FileSystemLoader
 
-from spack_cache_db import served_metadata, web_cells, web_package, web_questions
-from spack_cache_db.served_metadata import PLUGIN
-
-TEMPLATES = str(resources.files(__package__) / "templates")
-STATIC = resources.files(__package__) / "static"
-STATIC_ROUTE = "-/spack-cache-db"
-_CONTENT_TYPES = {".css": "text/css; charset=utf-8", ".js": "application/javascript; charset=utf-8"}
+from spack_cache_db.web import cells, metadata, package, questions
+from spack_cache_db.web.metadata import PLUGIN
 
 
-def use_our_templates(env):
-    """Put our templates before Datasette's own (Datasette finds a plugin's templates/ folder itself only
-    when the plugin is a package, and on Python 3.12 a module's too); a --template-dir still comes first."""
-    for loader in getattr(env.loader, "loaders", [env.loader]):
-        if isinstance(loader, FileSystemLoader):
-            if TEMPLATES not in loader.searchpath:
-                loader.searchpath.insert(len(loader.searchpath) - 1, TEMPLATES)
-            return
+@hookimpl
+def extra_css_urls(template, database, datasette):
+    return _static_urls(datasette, template, database, "css")
 
 
-def routes():
-    return [(rf"^/{STATIC_ROUTE}/(?P<name>site\.(?:css|js))$", _static_file)]
+@hookimpl
+def extra_js_urls(template, database, datasette):
+    return _static_urls(datasette, template, database, "js")
 
 
-async def _static_file(request):
-    name = request.url_vars["name"]
-    return Response((STATIC / name).read_text(encoding="utf-8"), content_type=_CONTENT_TYPES[name[name.rindex(".") :]])
-
-
-def static_urls(datasette, template, database, kind):
-    """The site's stylesheet or script, on the pages of our databases and on an index that lists one."""
-    ours = served_metadata.ours(datasette)
+def _static_urls(datasette, template, database, kind):
+    """The site's stylesheet or script (static/), on the pages of our databases and on an index that lists one."""
+    ours = metadata.ours(datasette)
     if database in ours or (template == "index.html" and ours):
-        return [{"url": datasette.urls.path(f"{STATIC_ROUTE}/site.{kind}")}]
+        return [{"url": datasette.urls.static_plugins(metadata.PLUGIN, f"site.{kind}")}]
     return []
 
 
+@hookimpl
+def render_cell(value, column, table, database, datasette):
+    return cell(datasette, database, table, column, value)
+
+
 def cell(datasette, database, table, column, value):
-    if column not in web_cells.RENDERED or database not in served_metadata.ours(datasette):
+    if column not in cells.RENDERED or database not in metadata.ours(datasette):
         return None
-    path = datasette.urls.database(database) if column in web_cells.LINKING else ""
-    return web_cells.cell_html(path, table, column, value)
+    path = datasette.urls.database(database) if column in cells.LINKING else ""
+    return cells.cell_html(path, table, column, value)
+
+
+@hookimpl
+def extra_template_vars(template, database, request, datasette):
+    async def our_pages_vars():
+        return await template_vars(datasette, template, database, request)
+
+    return our_pages_vars
 
 
 async def template_vars(datasette, template, database, request):
-    ours = served_metadata.ours(datasette)
+    ours = metadata.ours(datasette)
     given = {"spack_ours": ours}
     if template == "index.html" and ours:
         given["spack_questions"] = {name: await question_sections(datasette, name) for name in ours}
@@ -98,23 +95,23 @@ async def question_sections(datasette, database):
 
 async def _question_vars(datasette, database, request):
     name = tilde_decode(request.url_vars.get("table", ""))
-    if name not in served_metadata.query_names():
+    if name not in metadata.query_names():
         return {}
     query = await datasette.get_canned_query(database, name, request.actor)
     if query is None:
         return {}
 
     async def sentences(row_count):
-        return await web_questions.sentences(datasette, database, query, request, row_count)
+        return await questions.sentences(datasette, database, query, request, row_count)
 
     given = {
         "spack_layout": "spack_question.html",
-        "spack_fields": await web_questions.form_fields(datasette, database, query, request),
+        "spack_fields": await questions.form_fields(datasette, database, query, request),
         "spack_sentences": sentences,
         "spack_database_path": datasette.urls.database(database),
     }
     if name == "package":
-        page = await web_package.package_page(datasette, database, request)
+        page = await package.package_page(datasette, database, request)
         page_url = (
             datasette.urls.query(database, "package") + "?" + urlencode({"package": page.package}) if page else ""
         )
@@ -122,7 +119,7 @@ async def _question_vars(datasette, database, request):
             {
                 "spack_layout": "spack_package.html",
                 "spack_package": page,
-                "spack_matrix": lambda rows: web_package.matrix(rows, page_url),
+                "spack_matrix": lambda rows: package.matrix(rows, page_url),
                 "spack_page_url": page_url,
                 "spack_cell": lambda column, value: cell(datasette, database, None, column, value) or value,
                 "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),

@@ -1,4 +1,5 @@
-"""Counts of a big view's filtered pages from its cube (<view>_cube, counted at build time).
+"""Row counts of our databases from what the build counted: whole tables and views from row_counts, and a
+big view's filtered pages from its cube (<view>_cube).
 
 Datasette counts a table page's rows with `select count(*) from <view> where <filters>`: for the binaries of
 a whole history filtered by a target or a stack, millions of rows through a dozen joins, past its time
@@ -7,11 +8,20 @@ of the cube's columns (and by a value an array column contains), the cube has th
 works it out for the request, and the database's execute answers that one count query with it.
 """
 
+import asyncio
 import contextvars
+import re
+import sqlite3
 import urllib.parse
+from pathlib import Path
 
+from datasette import hookimpl
 from datasette.database import Results
+from datasette.filters import FilterArguments, Filters
+from datasette.inspect import inspect_hash
 from datasette.utils import escape_sqlite
+
+from spack_cache_db.web.metadata import PLUGIN
 
 # Request arguments that change how a page looks, not which rows it has.
 NOT_FILTERS = {
@@ -97,3 +107,74 @@ def answer_counts(db, database):
         return await execute(sql, params, *args, **kwargs)
 
     db.execute = execute_or_answer
+
+
+NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
+
+
+@hookimpl
+def filters_from_request(request, database, table, datasette):
+    """The page's row count, from the view's cube when the filters allow (remember_count); and a filter on columns
+    that a row's key determines also selects the keys, from a smaller table or view with one row per key that
+    has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come through its
+    index on the key instead of a scan of every row. The clause never changes which rows match."""
+
+    async def count_and_narrow():
+        await remember_count(request, database, table, datasette)
+        return _narrowing(request, database, table, datasette)
+
+    return count_and_narrow()
+
+
+def _narrowing(request, database, table, datasette):
+    narrow_by = (datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}).get("narrow_by")
+    if not narrow_by:
+        return None
+    pairs = [
+        (key, value)
+        for key in request.args
+        if not (key.startswith("_") and "__" not in key) and column_and_lookup(key)[0] in narrow_by["columns"]
+        for value in request.args.getlist(key)
+    ]
+    where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
+    if not where:
+        return None
+    # Datasette's own filters already use :p0, :p1...
+    where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
+    key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
+    return FilterArguments(
+        [f"{key} in (select {rows_key} from {rows} where {' and '.join(where)})"],
+        {f"{NARROWING}{name}": value for name, value in params.items()},
+    )
+
+
+async def use_stored_row_counts(datasette, name, db):
+    counts = await _stored_row_counts(db)
+    if counts is None:
+        return
+    path = Path(db.path)
+    # What `datasette inspect` would have written for this file, counts included. The views' counts are
+    # there for the table page, which reads a whole view's count from it.
+    datasette.inspect_data = {
+        **(datasette.inspect_data or {}),
+        name: {
+            "hash": await asyncio.to_thread(inspect_hash, path),
+            "size": path.stat().st_size,
+            "file": path.name,
+            "tables": {table: {"count": count} for table, count, _ in counts},
+        },
+    }
+    # The database and index pages take every name in their table counts for a table (and look up its
+    # foreign keys): Datasette fills these counts from inspect_data, so they get the tables only.
+    db._cached_table_counts = {table: count for table, count, is_table in counts if is_table}
+
+
+async def _stored_row_counts(db):
+    """[(name, rows, whether it is a table)] as the build stored them, or None when they cannot be read."""
+    try:
+        counted = await db.execute(
+            "SELECT name, count, name IN (SELECT name FROM sqlite_master WHERE type = 'table') FROM row_counts"
+        )
+    except sqlite3.Error:
+        return None
+    return [tuple(row) for row in counted.rows]

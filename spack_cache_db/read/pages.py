@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import yaml
 
-from .files import display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
-from .normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
-from .records import Binary, Built, Document, InputError, interned
+from spack_cache_db.normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
+from spack_cache_db.read.files import display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
+from spack_cache_db.records import Binary, Built, Document, InputError, interned
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
 

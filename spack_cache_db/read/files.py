@@ -4,10 +4,9 @@ that cannot be read as anything but their path."""
 
 import os
 import stat
-import urllib.parse
 from typing import NamedTuple
 
-from .records import InputError
+from spack_cache_db.records import InputError
 
 MAX_FILE_BYTES = 256 * 1024 * 1024  # per file: a page of 20,000 specs is about 6 MB
 _READ_CHUNK = 1024 * 1024
@@ -167,8 +166,3 @@ def is_storable_text(text):
 def display_path(path):
     """path as it can be printed and stored: bytes that are not UTF-8 written as \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def database_uri(path, mode="ro"):
-    """An SQLite URI for the file at path: '?', '#' and '%' in a name are part of the name, not the URI's."""
-    return f"file:{urllib.parse.quote(os.fsencode(os.path.abspath(path)))}?mode={mode}"

@@ -9,8 +9,9 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 
-from . import __version__, files
-from .records import InputError
+from spack_cache_db import __version__
+from spack_cache_db.read import files
+from spack_cache_db.records import InputError
 
 S3_BUCKET = "s3://spack-binaries/"
 S3_HTTPS = "https://binaries.spack.io/"

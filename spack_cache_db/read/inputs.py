@@ -5,8 +5,9 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-from . import fetch, read_indexes
-from .records import InputError
+from spack_cache_db.read import fetch
+from spack_cache_db.read import indexes as read_indexes
+from spack_cache_db.records import InputError
 
 _MIRROR_MARKERS = ("v3/layout.json", "build_cache/index.json")
 

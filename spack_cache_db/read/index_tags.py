@@ -9,10 +9,11 @@ import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 
-from . import normalise, read_indexes
-from .files import database_uri
-from .read_indexes import ROOT, ParsedIndex
-from .records import InputError
+from spack_cache_db import normalise
+from spack_cache_db.db.connection import database_uri
+from spack_cache_db.read import indexes as read_indexes
+from spack_cache_db.read.indexes import ROOT, ParsedIndex
+from spack_cache_db.records import InputError
 
 _IMMUTABLE = ("snapshot", "release")  # such tags never change once published
 

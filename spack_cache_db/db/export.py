@@ -8,9 +8,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from .files import database_uri, read_start
-from .normalise import Compiler, standard_tarball_url
-from .read_pages import NAME
+from spack_cache_db.db.connection import database_uri
+from spack_cache_db.normalise import Compiler, standard_tarball_url
+from spack_cache_db.read.files import read_start
+from spack_cache_db.read.pages import NAME
 
 PAGES = """
 SELECT pages.id, tags.name AS tag, packages.name AS package, pages.meta, pages.sorted_keys, pages.key_order,

@@ -8,12 +8,21 @@ should be. Anything else stays Datasette's 500, since then the fault is not the 
 import json
 import urllib.parse
 
+from datasette import hookimpl
 from datasette.database import QueryInterrupted
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Response
 
 # The filters that take a list: a JSON list or values separated by commas.
 _LIST_FILTERS = ("__in", "__notin")
+
+
+@hookimpl
+def handle_exception(datasette, request, exception):
+    async def say_what_was_wrong():
+        return await response_for(datasette, request, exception)
+
+    return say_what_was_wrong
 
 
 async def response_for(datasette, request, exception):

@@ -2,8 +2,9 @@
 
 import json
 
-from . import normalise, schema
-from .records import Document, InputError
+from spack_cache_db import normalise
+from spack_cache_db.db import schema
+from spack_cache_db.records import Document, InputError
 
 # The tables the loader writes, parents first, and the statement that writes a row of each (a file read again
 # replaces its sources row).

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import msgspec
 
-from . import fetch
-from .normalise import HASH, derived_meta, parse_compiler, parse_variant
-from .read_pages import text_problem
-from .records import Binary, Built, DependencyKind, Document, InputError, Node
+from spack_cache_db.normalise import HASH, derived_meta, parse_compiler, parse_variant
+from spack_cache_db.read import fetch
+from spack_cache_db.read.pages import text_problem
+from spack_cache_db.records import Binary, Built, DependencyKind, Document, InputError, Node
 
 LISTING_NAME = "cache_spack_io_index.json"
 ROOT = "root"  # the label of a tag's own mirror, the union of its stacks

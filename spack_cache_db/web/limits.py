@@ -10,11 +10,18 @@ import re
 import sqlite3
 import threading
 
+from datasette import hookimpl
+
 MAX_LENGTH = 16 * 1024 * 1024  # bytes in one string or blob
 # One conversion of SQLite's printf: flags, width, precision, length modifier, type.
 _CONVERSION = re.compile(r"%[-+ #!0,]*(\*|\d*)(?:\.(\*|\d*))?l{0,2}(.)", re.S)
 _LEADING_INTEGER = re.compile(r"\s*([-+]?\d+)")
 _builtin = threading.local()
+
+
+@hookimpl
+def prepare_connection(conn):
+    cap(conn)
 
 
 def cap(conn):

@@ -370,7 +370,7 @@ JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id;
 
 
 # Counting or faceting the binaries view live takes seconds on the whole history; the Datasette
-# plugin (datasette_plugin.py) answers the row counts of whole tables, and the facets of pages
+# plugin (web/counts.py, web/facets.py) answers the row counts of whole tables, and the facets of pages
 # filtered only by the cube's columns, from counts taken at build time (<view>_cube); tag_cells
 # answers tag_matrix for a whole tag. A build recounts only the tags whose pages it changed, in steps
 # that avoid sorting a million rows at once: binaries per (page, listing), then per tag, package and

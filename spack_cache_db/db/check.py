@@ -5,9 +5,10 @@ from dataclasses import dataclass, field
 
 import sqlite_utils
 
-from .files import database_uri, read_start
-from .records import InputError
-from .schema import COLUMNS, SCHEMA_VERSION
+from spack_cache_db.db.connection import database_uri
+from spack_cache_db.db.schema import COLUMNS, SCHEMA_VERSION
+from spack_cache_db.read.files import read_start
+from spack_cache_db.records import InputError
 
 
 @dataclass

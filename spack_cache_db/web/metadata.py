@@ -14,7 +14,9 @@ import sqlite3
 import sys
 import weakref
 
-from spack_cache_db import describe
+from datasette import hookimpl
+
+from spack_cache_db.web import describe
 
 PLUGIN = "spack-cache-db"  # the key of this project's settings in the metadata's plugins
 _served = weakref.WeakKeyDictionary()  # Datasette -> (names of our databases, their metadata)
@@ -103,3 +105,8 @@ def asked(datasette, key, database, table):
     if database_metadata is not None and key in database_metadata:
         return {"databases": {database: {key: database_metadata[key]}}}
     return {key: metadata[key]} if key in metadata else {}
+
+
+@hookimpl
+def get_metadata(datasette, key, database, table):
+    return asked(datasette, key, database, table)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
-from spack_cache_db.served_metadata import PLUGIN
+from spack_cache_db.web.metadata import PLUGIN
 
 # The values a name is checked against, per parameter: SQL whose first column lists them.
 _KNOWN = {

@@ -6,9 +6,9 @@ import sqlite3
 import sys
 import threading
 
-from .files import database_uri
-from .records import InputError
-from .schema import COLUMNS
+from spack_cache_db.db.connection import open_for_build
+from spack_cache_db.db.schema import COLUMNS
+from spack_cache_db.records import InputError
 
 
 class BackgroundWriter:
@@ -147,13 +147,3 @@ def _refused_column(table, row):
             except UnicodeEncodeError:
                 return column
     return None
-
-
-def open_for_build(path, create=True):
-    """A connection for the build's temporary file; without create, a file that is gone stays gone."""
-    conn = sqlite3.connect(database_uri(path, "rwc" if create else "rw"), uri=True, isolation_level=None)
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA journal_mode = OFF")  # a temporary file: a crash discards it whole
-    conn.execute("PRAGMA synchronous = OFF")
-    conn.execute("PRAGMA cache_size = -64000")
-    return conn

@@ -8,7 +8,7 @@ package-history dashboard's, drawn on the page.
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from spack_cache_db.web_questions import rows
+from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
 # Per filter, the values this package's binaries have (over every tag), by package name.

@@ -1,0 +1,48 @@
+"""The Datasette plugin: serves any database this project built with its metadata (metadata.py), its pages
+(pages.py: questions with forms, answers that read as text, the package page; templates/ and static/), row
+counts and facets of the big views from counts taken at build time (counts.py, facets.py), caps on what
+one SQL statement may build (limits.py), and bad requests answered with what was wrong (errors.py).
+
+Each hook lives beside its concern; this module gathers them for Datasette, and at start-up finds which
+served databases this project built.
+"""
+
+from datasette import hookimpl
+
+from spack_cache_db.web import counts, metadata
+from spack_cache_db.web.counts import filters_from_request
+from spack_cache_db.web.errors import handle_exception
+from spack_cache_db.web.facets import register_facet_classes
+from spack_cache_db.web.limits import prepare_connection
+from spack_cache_db.web.metadata import get_metadata
+from spack_cache_db.web.pages import extra_css_urls, extra_js_urls, extra_template_vars, render_cell
+
+__all__ = [
+    "extra_css_urls",
+    "extra_js_urls",
+    "extra_template_vars",
+    "filters_from_request",
+    "get_metadata",
+    "handle_exception",
+    "prepare_connection",
+    "register_facet_classes",
+    "render_cell",
+    "startup",
+]
+
+
+@hookimpl
+def startup(datasette):
+    async def serve_our_databases():
+        names = [
+            name for name, db in datasette.databases.items() if not db.is_memory and await metadata.built_by_us(db)
+        ]
+        metadata.remember(datasette, names)
+        for name in names:
+            db = datasette.databases[name]
+            if not db.is_mutable and name not in (datasette.inspect_data or {}):
+                await counts.use_stored_row_counts(datasette, name, db)
+            if not db.is_mutable:
+                counts.answer_counts(db, name)
+
+    return serve_our_databases
