@@ -140,6 +140,28 @@ class Variant:
 # line and paragraph separators.
 CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}\\ud800-\\udfff]+")  # and no lone surrogates: text SQLite takes
+# Tag, stack and package names become folders on export: no separators, no leading dot.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # use fullmatch
+
+
+def text_problem(value):
+    """None, or why a name or value cannot be stored and written back as it is."""
+    if PLAIN_TEXT.fullmatch(value):
+        return None
+    if not is_storable_text(value):
+        return f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
+    return f"expected text without control characters or line breaks, found {value!r:.80}"
+
+
+def is_storable_text(text):
+    """Whether text can be stored in SQLite as text (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 _VARIANT = re.compile(rf"([+~])([A-Za-z0-9_.-]+)|([A-Za-z0-9_.-]+)(:?=)([^{CONTROL_CHARACTERS}]*)")
 
 

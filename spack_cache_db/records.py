@@ -23,6 +23,11 @@ class InputError(Exception):
         self.expected = expected
 
 
+def one_line(error):
+    """An error's text on one line: a message names one thing in one line."""
+    return " ".join(str(error).split())
+
+
 class Built(NamedTuple):
     """What was built (a configuration); many binaries share one: the same configuration, rebuilt."""
 

@@ -744,8 +744,7 @@ def test_what_a_keep_going_build_kept_exports_to_pages_that_build_again(scene):
 
 
 def test_every_pattern_matches_whole_text_not_up_to_a_final_newline():
-    from spack_cache_db.normalise import classify_tag, parse_compiler, parse_variant
-    from spack_cache_db.read.pages import NAME
+    from spack_cache_db.normalise import NAME, classify_tag, parse_compiler, parse_variant
 
     assert parse_compiler("gcc@13.2.0\n") is None and parse_compiler("gcc@13.2.0") is not None
     assert parse_variant("+mpi\n") is None and parse_variant("x=1\n") is None and parse_variant("x=1") is not None

@@ -11,7 +11,7 @@ from pagemaker import meta_for, page_facts
 
 from spack_cache_db.build import BuildError, build
 from spack_cache_db.db.export import export
-from spack_cache_db.read.files import is_storable_text
+from spack_cache_db.normalise import is_storable_text
 from spack_cache_db.read.pages import NotACachePage, OldLayoutPage, PageError, SourceFile, page_document, read_page
 from spack_cache_db.records import Configurations, Document
 

@@ -153,16 +153,6 @@ def _size_text(size):
     return f"{size // (1024 * 1024)} MiB" if size >= 1024 * 1024 else f"{size:,} bytes"
 
 
-def is_storable_text(text):
-    """Whether text can be stored in SQLite as text: a name that is not UTF-8 comes from the file system as
-    a str with lone surrogates."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def display_path(path):
     """path as it can be printed and stored: bytes that are not UTF-8 written as \\xNN."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")

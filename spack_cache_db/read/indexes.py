@@ -14,17 +14,15 @@ from dataclasses import dataclass
 
 import msgspec
 
-from spack_cache_db.normalise import HASH, derived_meta, parse_compiler, parse_variant
+from spack_cache_db.normalise import HASH, NAME, derived_meta, parse_compiler, parse_variant, text_problem
 from spack_cache_db.read import fetch
-from spack_cache_db.read.pages import text_problem
-from spack_cache_db.records import Binary, Built, DependencyKind, Document, InputError, Node
+from spack_cache_db.records import Binary, Built, DependencyKind, Document, InputError, Node, one_line
 
 LISTING_NAME = "cache_spack_io_index.json"
 ROOT = "root"  # the label of a tag's own mirror, the union of its stacks
 DATABASE_VERSIONS = ("6", "7", "8", "9")
 COMPILER_FLAGS = frozenset(("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"))
 COMPILER_LANGUAGES = ("c", "cxx", "fortran")  # the virtual whose provider is a node's compiler, in this order
-_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _BLOB = re.compile(
     r"^(?P<mirror>.*)/blobs/(?P<algorithm>[a-z0-9]+)/(?P<prefix>[0-9a-f]{2})/(?P<checksum>[0-9a-f]{64})$"
 )
@@ -55,7 +53,7 @@ def listing_sources(location, data):
     try:
         listing = json.loads(data)
     except (ValueError, RecursionError) as error:
-        raise InputError(location, "file", f"expected JSON ({_one_line(error)})") from error
+        raise InputError(location, "file", f"expected JSON ({one_line(error)})") from error
     if not isinstance(listing, dict):
         raise InputError(location, "file", "expected a JSON object of tags, each a list of {label, url}")
     sources = []
@@ -78,7 +76,7 @@ def mirror_source(argument):
     tag, _, location = argument.partition("=") if names_a_tag(argument) else ("", "", argument)
     if not tag:
         tag = mirror_url(location).rstrip("/").rsplit("/", 1)[-1]
-        if not _TAG.fullmatch(tag):
+        if not NAME.fullmatch(tag):
             raise InputError(argument, "tag", "expected TAG=LOCATION: no tag can be taken from this location")
     _check_tag(argument, "tag", tag)
     return IndexSource(tag, ROOT, location)
@@ -87,7 +85,7 @@ def mirror_source(argument):
 def names_a_tag(argument):
     """TAG=LOCATION (a tag cannot hold '/' or ':', so a URL with '=' in its query is not one)."""
     before, equals, _ = argument.partition("=")
-    return bool(equals) and bool(_TAG.fullmatch(before))
+    return bool(equals) and bool(NAME.fullmatch(before))
 
 
 def is_blob(location):
@@ -95,7 +93,7 @@ def is_blob(location):
 
 
 def _check_tag(location, field, name):
-    if not isinstance(name, str) or not _TAG.fullmatch(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise InputError(location, field, f"expected a name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}")
 
 
@@ -382,7 +380,7 @@ def _decode(location, data, shape):
             _name_the_record(location, data)
         raise _validation_error(location, error, "") from error
     except msgspec.DecodeError as error:
-        raise InputError(location, "file", f"expected JSON ({_one_line(error)})") from error
+        raise InputError(location, "file", f"expected JSON ({one_line(error)})") from error
     except RecursionError as error:
         raise InputError(location, "file", "expected JSON nested less deep than this") from error
 
@@ -412,11 +410,7 @@ def _expected(message):
         return f"expected {wanted}, found {words.get(match[2], match[2])}"
     if message == "Number out of range":
         return "expected a value, found a number too large to read"
-    return _one_line(message).replace("Object missing required field", "expected the field")
-
-
-def _one_line(error):
-    return " ".join(str(error).split())
+    return one_line(message).replace("Object missing required field", "expected the field")
 
 
 # --- Records as Documents, Nodes and edges -------------------------------------------------------------------

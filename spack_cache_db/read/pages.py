@@ -13,9 +13,18 @@ from pathlib import Path
 import orjson
 import yaml
 
-from spack_cache_db.normalise import HASH, PLAIN_TEXT, derived_meta, parse_compiler, parse_variant
-from spack_cache_db.read.files import display_path, is_regular_file, is_storable_text, kind_of, read_regular_file
-from spack_cache_db.records import Binary, Built, Document, InputError, interned
+from spack_cache_db.normalise import (
+    HASH,
+    NAME,
+    PLAIN_TEXT,
+    derived_meta,
+    is_storable_text,
+    parse_compiler,
+    parse_variant,
+    text_problem,
+)
+from spack_cache_db.read.files import display_path, is_regular_file, kind_of, read_regular_file
+from spack_cache_db.records import Binary, Built, Document, InputError, interned, one_line
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
 
@@ -249,10 +258,7 @@ def _decode(path, data, explicit):
 
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LINE = re.compile(rf"({_FIELD_NAME.pattern}): (.*)")  # use fullmatch
-# Names become folders on export: no separators, no leading dot.
-_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]*"
-NAME = re.compile(_NAME_PATTERN)  # every pattern here: fullmatch
-_CATEGORIES = re.compile(rf"\[({_NAME_PATTERN}), ({_NAME_PATTERN})\]")  # anything else: YAML decides
+_CATEGORIES = re.compile(rf"\[({NAME.pattern}), ({NAME.pattern})\]")  # anything else: YAML decides
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
 
@@ -337,7 +343,7 @@ def _json(path, field, text):
     except json.JSONDecodeError as error:
         raise PageError(path, field, f"expected valid JSON ({error})") from error
     except ValueError as error:  # NaN or Infinity; a number past int()'s 4,300 digits
-        raise PageError(path, field, f"expected valid JSON ({_one_line(error).split(';')[0]})") from error
+        raise PageError(path, field, f"expected valid JSON ({one_line(error).split(';')[0]})") from error
     except RecursionError as error:
         raise PageError(path, field, f"expected JSON nested at most {MAX_DEPTH} deep") from error
 
@@ -438,7 +444,7 @@ def _yaml_form(path, body):
     except RefusedYaml as error:
         raise PageError(path, "front matter", str(error)) from error
     except yaml.YAMLError as error:
-        raise PageError(path, "front matter", f"expected valid YAML ({_one_line(error)})") from error
+        raise PageError(path, "front matter", f"expected valid YAML ({one_line(error)})") from error
     if not isinstance(fields, dict):
         raise PageError(path, "front matter", "expected a YAML mapping of fields")
     if fields.get("category") == "package" and "spec_files" in fields:
@@ -447,10 +453,6 @@ def _yaml_form(path, body):
         if isinstance(fields.get(key), str):
             fields[key] = _json(path, key, fields[key])
     return fields
-
-
-def _one_line(error):
-    return " ".join(str(error).split())
 
 
 def _check_layout(path, fields, explicit):
@@ -497,7 +499,7 @@ def read_tags_yaml(path):
     try:
         entries = load_yaml(data.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError, RefusedYaml) as error:
-        raise PageError(path, "tags", f"expected a readable YAML list of tags ({_one_line(error)})") from error
+        raise PageError(path, "tags", f"expected a readable YAML list of tags ({one_line(error)})") from error
     if not isinstance(entries, list):
         raise PageError(path, "tags", "expected a YAML list of {name, stacks} entries")
     tags = []
@@ -534,15 +536,6 @@ def _text(entry, key, where):
     if not PLAIN_TEXT.fullmatch(value):
         raise SpecError(f"{where}.{key}", text_problem(value))
     return value
-
-
-def text_problem(value):
-    """None, or why a name or value cannot be stored and written back as it is."""
-    if PLAIN_TEXT.fullmatch(value):
-        return None
-    if not is_storable_text(value):
-        return f"expected Unicode text, found {value!r:.80} (a lone surrogate)"
-    return f"expected text without control characters or line breaks, found {value!r:.80}"
 
 
 def _text_list(entry, key, where):
