@@ -8,14 +8,14 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from dataclasses import astuple, dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from spack_cache_db import __version__
-from spack_cache_db.db import load, microarchitectures
+from spack_cache_db.db import load, maintenance, microarchitectures
 from spack_cache_db.db.connection import database_uri, open_for_build
-from spack_cache_db.db.schema import SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, refresh_counts
+from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema
 from spack_cache_db.db.writer import BackgroundWriter
 from spack_cache_db.read import index_tags, inputs
 from spack_cache_db.read.files import FileError, Identity, identity, read_start
@@ -67,6 +67,7 @@ class Plan:
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
     tags_digest: str
+    tags_changed: bool  # _data/tags.yaml declares other tags or stacks than the last build read
     indexes: index_tags.IndexPlan
     page_tags: str  # which tags pages may give (none that indexes give; only those --tag asks for)
     skipped: Counter  # tag -> page files not read, by their folder: the tag is read from its indexes or not asked for
@@ -289,6 +290,7 @@ def _plan(page_inputs, existing, index_plan, tags):
         removed,
         tags_yaml,
         tags_digest,
+        existing is not None and tags_digest != existing["tags"],
         index_plan,
         page_tags,
         skipped,
@@ -318,13 +320,13 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
         if gone:
-            changed_tags.update(load.delete_pages(conn, gone))
+            changed_tags.update(maintenance.delete_pages(conn, gone))
         indexes = plan.indexes
         gone_tags = [t.tag for t in indexes.to_load] + indexes.removed + [tag for tag, _ in indexes.failures]
-        changed_tags.update(load.delete_tags(conn, gone_tags))
-        if changed_tags:  # pages went: whatever only they used goes too
-            load.prune_orphans(conn, full_text=True)
-        conn.execute("DELETE FROM tag_stacks")
+        changed_tags.update(maintenance.delete_tags(conn, gone_tags))
+        conn.execute("DELETE FROM tag_stacks")  # loaded again from tags.yaml
+        if changed_tags or plan.tags_changed:  # whatever only what went used goes too
+            maintenance.prune_orphans(conn, full_text=True)
         conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
         for source, now in plan.touched:
             conn.execute(
@@ -353,7 +355,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
             _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
             loader.flush()
         for tag, error in plan.indexes.failures:
-            loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
+            loader.queue(_problem(error, tag=tag))
         loader.mark("_data/tags.yaml")
         load.load_tags_yaml(loader, plan.tags)
         loader.flush()
@@ -391,7 +393,15 @@ def _load_file(loader, configurations, source, summary, keep_going, read_from_pa
         for field_name, message in document.warnings:
             summary.warnings.append((document.source, field_name, message))
             loader.queue(
-                "problems", (None, document.source, field_name, message, "warning", document.tag, document.package)
+                ROWS["problems"](
+                    id=None,
+                    path=document.source,
+                    field=field_name,
+                    message=message,
+                    severity="warning",
+                    tag=document.tag,
+                    package=document.package,
+                )
             )
     except _Skipped:
         pass
@@ -408,7 +418,7 @@ def _load_file(loader, configurations, source, summary, keep_going, read_from_pa
         _record_problem(loader, summary, error)
     if data is not None:
         digest = page.digest if page else file_digest(data)
-        loader.queue("sources", (source.path, *read, digest, outcome))
+        loader.queue(ROWS["sources"](path=source.path, **read._asdict(), digest=digest, outcome=outcome))
     return specs
 
 
@@ -432,19 +442,19 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
             loader.add_dependencies(document.binaries)
             _flush_now_and_then(loader)
         for label, stored in rows:
-            loader.add_index((tag_id, loader.stack_id(label), *astuple(stored)))
+            loader.queue(ROWS["indexes"](tag_id=tag_id, stack_id=loader.stack_id(label), **asdict(stored)))
     except InputError as error:
         if not keep_going:
             raise
         summary.failed_tags.append(tag)
         summary.index_failures.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
+        loader.queue(_problem(error, tag=tag))
         return
     summary.index_tags_read.append(tag)
     summary.indexes_read += len(index_tag.read)
     for error in index_tag.failures:
         summary.index_failures.append(error)
-        loader.queue("problems", (None, error.path, error.field, error.expected, "error", tag, None))
+        loader.queue(_problem(error, tag=tag))
 
 
 def _flush_now_and_then(loader):
@@ -459,29 +469,35 @@ def _flush_now_and_then(loader):
 def _record_problem(loader, summary, error):
     """With --keep-going: an input that could not be read, in the summary and the problems table."""
     summary.rejected.append(error)
-    loader.queue("problems", (None, error.path, error.field, error.expected, "error", None, None))
+    loader.queue(_problem(error))
+
+
+def _problem(error, tag=None):
+    """The problems row of an input that could not be read."""
+    return ROWS["problems"](
+        id=None, path=error.path, field=error.field, message=error.expected, severity="error", tag=tag, package=None
+    )
 
 
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
     if summary.failed_tags:  # the rows such a tag got before it failed
-        load.delete_tags(conn, summary.failed_tags)
+        maintenance.delete_tags(conn, summary.failed_tags)
     if summary.rejected or summary.failed_tags:
-        load.prune_orphans(conn, full_text=not full, added_from=first_ids)
-    load.rank_versions_and_tags(conn)
+        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids)
+    maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     if full:
-        for fts in load.FTS_COLUMNS:
-            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+        maintenance.rebuild_full_text(conn)
     else:
-        load.index_new_rows(conn, first_ids)
+        maintenance.index_new_rows(conn, first_ids)
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
     _write_build_info(conn, paths, plan)
-    refresh_counts(conn, None if full else changed_tags)
+    maintenance.refresh_counts(conn, None if full else changed_tags)
     # foreign_keys = ON has checked every write of this build; the whole check is a second look at a new
     # file. An incremental build starts from a file that passed it, so there it would only cost time.
-    problems = load.foreign_key_problems(conn) if full else []
+    problems = maintenance.foreign_key_problems(conn) if full else []
     if problems:
         raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
     conn.execute("COMMIT")

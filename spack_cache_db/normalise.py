@@ -2,6 +2,7 @@
 
 import functools
 import re
+import string
 from collections import Counter
 from dataclasses import dataclass
 
@@ -114,8 +115,8 @@ def parse_compiler(text):
     if not match:
         return None
     name, exact, version = match.groups()
-    if name == "none" and version is None:
-        return Compiler("none", None), False
+    if name == NO_COMPILER and version is None:
+        return Compiler(NO_COMPILER, None), False
     return Compiler(name, version), exact == "="
 
 
@@ -205,12 +206,29 @@ def spec_variants(variants):
     )
 
 
+# Spack's spec syntax: name@version, the variants, arch, the compiler last; no compiler part for NO_COMPILER.
+SPEC_TEMPLATE = "{package}@{version}{variants} arch={platform}-{os}-{target}"
+COMPILER_TEMPLATE = " %{compiler}"
+NO_COMPILER = "none"
+
+
 def spec_string(package, version, variants, platform, os, target, compiler):
-    """Spack's spec syntax: name@version, the variants, arch, compiler last (schema.SPEC_SQL writes the same)."""
-    text = f"{package}@{version}{spec_variants(variants)} arch={platform}-{os}-{target}"
-    if compiler.name != "none":
-        text += f" %{compiler}"
-    return text
+    """A configuration's spec string (the database's views write the same with template_sql)."""
+    text = SPEC_TEMPLATE.format(
+        package=package, version=version, variants=spec_variants(variants), platform=platform, os=os, target=target
+    )
+    return text if compiler.name == NO_COMPILER else text + COMPILER_TEMPLATE.format(compiler=compiler)
+
+
+def template_sql(template, expressions):
+    """A template's text as an SQL concatenation, each {field} replaced by the SQL expression given for it."""
+    parts = []
+    for literal, field, _, _ in string.Formatter().parse(template):
+        if literal:
+            parts.append("'" + literal.replace("'", "''") + "'")
+        if field is not None:
+            parts.append(expressions[field])
+    return " || ".join(parts)
 
 
 HASH = re.compile(r"[a-z2-7]{32}")  # Spack's DAG hash: 32 characters of its base32 alphabet (use fullmatch)

@@ -31,7 +31,7 @@ def one_line(error):
 class Built(NamedTuple):
     """What was built (a configuration); many binaries share one: the same configuration, rebuilt."""
 
-    number: int  # distinct per configuration seen in a build, a cheap key for it (see Configurations)
+    number: int | None  # one per configuration in a build, a cheap key for it (Configurations gives it)
     version: str
     compiler: Compiler
     compiler_exact: bool  # written 'name@=version'
@@ -89,20 +89,29 @@ class Document:
 
 @dataclass
 class Configurations:
-    """What binaries share, checked once per build rather than once per binary, by the text of its fields:
-    configurations (Built) and sorted stack lists. One per build, used by every reader, so that
-    Built.number is distinct within a build."""
+    """What binaries share, checked once per build rather than once per binary: configurations (Built), by the
+    text a reader read them from, and sorted stack lists. One per build, used by every reader, so that
+    Built.number is one per configuration within a build, however it was read."""
 
-    built: dict = field(default_factory=dict)
+    built: dict = field(default_factory=dict)  # a reader's text of a configuration -> Built
+    numbers: dict = field(default_factory=dict)  # configuration_identity(Built) -> its number
     stacks: dict = field(default_factory=dict)
 
-    def add(self, key, make):
-        """The Built for key, made by make(number) the first time key is seen."""
-        built = self.built.get(key)
+    def add(self, text, make):
+        """The Built for a reader's text of a configuration, made by make() the first time the text is seen
+        (make raises on text that is not a valid configuration)."""
+        built = self.built.get(text)
         if built is None:
-            built = make(len(self.built))  # first: make raises on a key that is not a valid configuration
-            self.built[interned(key)] = built
+            made = make()
+            number = self.numbers.setdefault(configuration_identity(made), len(self.numbers))
+            built = self.built[interned(text)] = made._replace(number=number)
         return built
+
+
+def configuration_identity(built):
+    """What makes two Builts one configuration: every field but its number, so that a field added to Built is
+    part of it whatever its value."""
+    return built._replace(number=None)
 
 
 def interned(texts):

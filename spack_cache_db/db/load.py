@@ -1,40 +1,25 @@
-"""Load pages into cache.db: ids resolved in memory, rows written in batches, unchanged pages kept."""
+"""Load records into cache.db: ids resolved in memory, rows (schema.ROWS, by name) handed to the writer in batches.
+
+Every row the loader makes is one of schema.ROWS; a table's rows are looked up by its identity (schema.IDENTITY),
+read from the database the first time the table is used, so an incremental build continues its ids.
+"""
 
 import json
+import operator
 
 from spack_cache_db import normalise
 from spack_cache_db.db import schema
-from spack_cache_db.records import Document, InputError
+from spack_cache_db.records import Built, Document, InputError
 
-# The tables the loader writes, parents first, and the statement that writes a row of each (a file read again
-# replaces its sources row).
-WRITTEN = tuple(
-    table
-    for table in schema.LOAD_ORDER
-    if table not in ("microarchitectures", "runs_on", "row_counts", "build_info")
-    and not table.endswith(("_cube", "_cells"))
-)
-STATEMENTS = {table: schema.insert_sql(table, replace_on_conflict=table == "sources") for table in WRITTEN}
-
-# How each lookup's key is read back from an existing database, for incremental builds.
-EXISTING_KEYS = {
-    "packages": "SELECT name, id FROM packages",
-    "versions": "SELECT package_id, version, id FROM versions",
-    "compilers": "SELECT label, id FROM compilers",
-    "oss": "SELECT name, id FROM oss",
-    "platforms": "SELECT name, id FROM platforms",
-    "targets": "SELECT name, id FROM targets",
-    "variants": "SELECT raw, id FROM variants",
-    "variant_sets": "SELECT variants, id FROM variant_sets",
-    "stacks": "SELECT name, id FROM stacks",
-    "stack_sets": "SELECT stacks, id FROM stack_sets",
-    "configurations": (
-        "SELECT version_id, compiler_id, os_id, platform_id, target_id, variant_set_id, id FROM configurations"
-    ),
-    "listings": "SELECT configuration_id, stack_set_id, id FROM listings",
-    "tags": "SELECT name, id FROM tags",
-    "dependency_kinds": "SELECT deptypes, virtuals, id FROM dependency_kinds",
+ROWS = schema.ROWS
+STATEMENTS = {table: schema.insert_sql(table) for table in schema.COLUMNS}
+# A row's identity, as the key the loader remembers it by: the value itself for a one-column identity.
+_IDENTITY_OF = {
+    table: operator.itemgetter(*(schema.COLUMNS[table].index(column) for column in columns))
+    for table, columns in schema.IDENTITY.items()
 }
+# Built's fields a configuration stores as they are (its other parts are rows of their own, named by id).
+_BUILT_COLUMNS = tuple(field for field in schema.COLUMNS["configurations"] if field in Built._fields)
 
 
 def _tarball_prefix(tarballs, document, built):
@@ -46,10 +31,6 @@ def _tarball_prefix(tarballs, document, built):
     return prefix
 
 
-def _key_of(row):
-    return row[0] if len(row) == 2 else tuple(row[:-1])
-
-
 def _hash_key(spec_hash):
     """A hash as the int its 32 characters spell in base 36 (Spack's alphabet, a-z and 2-7, is a subset of its
     digits, so no two hashes share one): 48 bytes in memory where the string takes 81."""
@@ -57,31 +38,26 @@ def _hash_key(spec_hash):
 
 
 class Loader:
-    """Turns pages into rows of one open database, remembering every id it has handed out."""
+    """Turns records into rows of one open database, remembering every id it has handed out."""
 
     def __init__(self, conn, writer):
         self.conn = conn
         self.writer = writer
-        self.ids = {}
+        self.ids = {}  # table -> {identity: id}, read from the database when the table is first used
         self.next_id = {}
-        self.pending = {table: [] for table in WRITTEN}
+        self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []  # see mark()
-        for table, sql in EXISTING_KEYS.items():
-            self.ids[table] = {_key_of(row): row[-1] for row in conn.execute(sql)}
-            self.next_id[table] = max(self.ids[table].values(), default=0) + 1
-        for table in ("variant_sets", "stack_sets"):
-            self.ids[table] = {tuple(json.loads(key)): value for key, value in self.ids[table].items()}
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
         self.built_of = {}  # configuration id -> (package, Built), for those this build added
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         # _hash_key(hash) -> spec id | configuration id << 32 for the hashes of this build: two ints per
         # hash keep a history of millions in memory. Hashes already in the database are looked up when seen.
         self.spec_ids, self.spec_sizes = {}, {}
-        self.next_id["specs"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM specs").fetchone()[0]
-        self.database_has_specs = self.next_id["specs"] > 1
         self.with_edges = set()  # ids of specs whose edges are stored or queued
         self.kind_ids = {}  # DependencyKind -> id
-        self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
+        for table in ("specs", "pages"):  # ids handed out without a lookup of every existing row
+            self.next_id[table] = conn.execute(f"SELECT ifnull(max(id), 0) + 1 FROM {table}").fetchone()[0]
+        self.database_has_specs = self.next_id["specs"] > 1
         self.pages_by_name = {
             (tag, package): path
             for tag, package, path in conn.execute(
@@ -89,30 +65,54 @@ class Loader:
                 " JOIN packages ON packages.id = package_id"
             )
         }
-        self.first_ids = dict(self.next_id)
+        self.first_ids = {table: None for table in schema.COLUMNS}  # filled as tables are first used
+        self.first_ids.update(self.next_id)
 
-    def _id(self, table, key, row):
-        """The id for key, adding a row made by row(id) the first time the key is seen."""
-        ids = self.ids[table]
+    def _lookup(self, table):
+        """{identity: id} of the rows of table, those of the database first."""
+        ids = self.ids.get(table)
+        if ids is None:
+            identity = schema.IDENTITY[table]
+            found = self.conn.execute(f"SELECT {', '.join(identity)}, id FROM {table}")
+            ids = self.ids[table] = (
+                {row[0]: row[1] for row in found} if len(identity) == 1 else {row[:-1]: row[-1] for row in found}
+            )
+            self.next_id[table] = self.first_ids[table] = max(ids.values(), default=0) + 1
+        return ids
+
+    def _id(self, table, key, make_row):
+        """The id of the row whose identity is key, queueing the row make_row(id) the first time key is seen."""
+        ids = self._lookup(table)
         found = ids.get(key)
         if found is None:
             found = ids[key] = self.next_id[table]
             self.next_id[table] += 1
-            row(found)
+            row = make_row(found)
+            if _IDENTITY_OF[table](row) != key:
+                raise AssertionError(f"{table}: a row made for {key!r} has the identity {_IDENTITY_OF[table](row)!r}")
+            self.queue(row)
         return found
 
-    def queue(self, table, row):
-        self.pending[table].append(row)
+    def queue(self, row):
+        self.pending[type(row).__name__].append(row)
 
     def tag_id(self, name):
-        def add(new_id):
+        def row(new_id):
             tag = normalise.classify_tag(name)
-            self.queue("tags", (new_id, name, tag.kind, tag.snapshot_date, tag.release_version, 0, tag.mirror_url))
+            return ROWS["tags"](
+                id=new_id,
+                name=name,
+                kind=tag.kind,
+                snapshot_date=tag.snapshot_date,
+                release_version=tag.release_version,
+                sort_order=0,  # rank_versions_and_tags orders the tags once all are known
+                mirror_url=tag.mirror_url,
+            )
 
-        return self._id("tags", name, add)
+        return self._id("tags", name, row)
 
     def _named_id(self, table, name):
-        return self._id(table, name, lambda new_id: self.queue(table, (new_id, name)))
+        return self._id(table, name, lambda new_id: ROWS[table](id=new_id, name=name))
 
     def stack_id(self, name):
         return self._named_id("stacks", name)
@@ -133,54 +133,61 @@ class Loader:
             self._look_up_in_database([b.hash for b in binaries if _hash_key(b.hash) not in self.spec_ids])
         tarballs = {}  # Built.number -> the usual tarball URL of its binaries in this document, but the hash
         rows = [
-            self._spec_row(document, package_id, number, binary, tarballs) for number, binary in enumerate(binaries)
+            self._spec_rows(document, package_id, number, binary, tarballs) for number, binary in enumerate(binaries)
         ]
         page_id = self.next_id["pages"]
         self.next_id["pages"] += 1
         self.pages_by_name[(document.tag, document.package)] = document.source
-        key_order = None if document.key_order is None else json.dumps(document.key_order)
         self.queue(
-            "pages",
-            (
-                page_id,
-                tag_id,
-                package_id,
-                document.source,
-                document.digest,
-                len(binaries),
-                document.meta_text,
-                int(document.sorted_keys),
-                key_order,
-                json.dumps(document.extra, sort_keys=True) if document.extra else None,
-            ),
+            ROWS["pages"](
+                id=page_id,
+                tag_id=tag_id,
+                package_id=package_id,
+                path=document.source,
+                digest=document.digest,
+                num_specs=len(binaries),
+                meta=document.meta_text,
+                sorted_keys=int(document.sorted_keys),
+                key_order=None if document.key_order is None else json.dumps(document.key_order),
+                extra=json.dumps(document.extra, sort_keys=True) if document.extra else None,
+            )
         )
         add_spec, add_page_spec = self.pending["specs"].append, self.pending["page_specs"].append
         for new_spec, page_spec in rows:
             if new_spec is not None:
                 add_spec(new_spec)
-            add_page_spec((page_id, *page_spec))
+            add_page_spec(page_spec._replace(page_id=page_id))
 
-    def _spec_row(self, document, package_id, position, binary, tarballs):
-        """(the specs row, or None for a spec known already; the page_specs row without its page)"""
-        spec_hash, built, stacks, size, extra, _ = binary
+    def _spec_rows(self, document, package_id, position, binary, tarballs):
+        """(the specs row, or None for a spec known already; the page_specs row, its page to be filled in)"""
+        built = binary.built
         configuration_id = self._configuration_of(document.package, package_id, built)
-        spec_id, new_spec = self._spec_id(spec_hash, configuration_id, size, document, position)
-        listing_id = self.listing_by_stacks.get((configuration_id, stacks))
+        spec_id, new_spec = self._spec_id(binary.hash, configuration_id, binary.size, document, position)
+        listing_id = self.listing_by_stacks.get((configuration_id, binary.stacks))
         if listing_id is None:
-            listing_id = self._listing_id(configuration_id, self._stack_set_id(stacks))
-            self.listing_by_stacks[(configuration_id, stacks)] = listing_id
-        standard_tarball = 0
+            listing_id = self._listing_id(configuration_id, self._stack_set_id(binary.stacks))
+            self.listing_by_stacks[(configuration_id, binary.stacks)] = listing_id
+        extra, standard_tarball = binary.extra, 0
         if extra:
             if (
                 "tarball" in extra
-                and extra["tarball"] == _tarball_prefix(tarballs, document, built) + spec_hash + ".spack"
+                and extra["tarball"] == _tarball_prefix(tarballs, document, built) + binary.hash + ".spack"
             ):
                 extra = {k: v for k, v in extra.items() if k != "tarball"}
                 standard_tarball = 1
             extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         else:
             extra = None
-        return new_spec, (spec_id, position, listing_id, int(built.compiler_exact), standard_tarball, extra)
+        page_spec = ROWS["page_specs"](
+            page_id=None,
+            spec_id=spec_id,
+            position=position,
+            listing_id=listing_id,
+            compiler_exact=int(built.compiler_exact),
+            standard_tarball=standard_tarball,
+            extra=extra,
+        )
+        return new_spec, page_spec
 
     def _configuration_of(self, package, package_id, built):
         configuration_id = self.configuration_by_built.get((package_id, built.number))
@@ -200,7 +207,10 @@ class Loader:
             self.spec_ids[key] = spec_id | configuration_id << 32
             if size is not None:
                 self.spec_sizes[key] = size
-            return spec_id, (spec_id, spec_hash, configuration_id, size, external)
+            row = ROWS["specs"](
+                id=spec_id, hash=spec_hash, configuration_id=configuration_id, size=size, external=external
+            )
+            return spec_id, row
         if known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
             location, field = document, f"database.installs.{spec_hash}"
             if isinstance(document, Document):
@@ -226,9 +236,9 @@ class Loader:
         for node in nodes:
             package_id = self._named_id("packages", node.package)
             configuration_id = self._configuration_of(node.package, package_id, node.built)
-            spec_id, new_spec = self._spec_id(node.hash, configuration_id, None, location, None, int(node.external))
+            _, new_spec = self._spec_id(node.hash, configuration_id, None, location, None, int(node.external))
             if new_spec is not None:
-                self.queue("specs", new_spec)
+                self.queue(new_spec)
 
     def add_dependencies(self, specs):
         """The edges of these Binaries or Nodes (all of whose hashes are known to this loader), for each spec
@@ -243,6 +253,7 @@ class Loader:
                     (json.dumps(earlier),),
                 )
             )
+        add_edge = self.pending["spec_dependencies"].append
         for spec in specs:
             spec_id = ids[spec.hash]
             if spec_id in self.with_edges or not spec.dependencies:
@@ -250,19 +261,20 @@ class Loader:
             self.with_edges.add(spec_id)
             for dependency_hash, kind in spec.dependencies:
                 dependency_id = self.spec_ids[_hash_key(dependency_hash)] & 0xFFFFFFFF
-                self.queue("spec_dependencies", (spec_id, dependency_id, self._kind_id(kind)))
+                add_edge(
+                    ROWS["spec_dependencies"](spec_id=spec_id, dependency_id=dependency_id, kind_id=self._kind_id(kind))
+                )
 
     def _kind_id(self, kind):
         kind_id = self.kind_ids.get(kind)
         if kind_id is None:
-            row = (json.dumps(kind.deptypes), json.dumps(kind.virtuals))
+            deptypes, virtuals = json.dumps(kind.deptypes), json.dumps(kind.virtuals)
             kind_id = self.kind_ids[kind] = self._id(
-                "dependency_kinds", row, lambda new_id: self.queue("dependency_kinds", (new_id, *row))
+                "dependency_kinds",
+                (deptypes, virtuals),
+                lambda new_id: ROWS["dependency_kinds"](id=new_id, deptypes=deptypes, virtuals=virtuals),
             )
         return kind_id
-
-    def add_index(self, row):
-        self.queue("indexes", row)
 
     def _look_up_in_database(self, hashes):
         """Remember the specs of an earlier build among these hashes: one query per page. No need to wait for
@@ -279,9 +291,9 @@ class Loader:
 
     def _first_path(self, spec_id):
         """The page that listed a spec first: still queued, or already written."""
-        page_id = next((row[0] for row in self.pending["page_specs"] if row[1] == spec_id), None)
+        page_id = next((row.page_id for row in self.pending["page_specs"] if row.spec_id == spec_id), None)
         if page_id is not None:
-            return next(row[3] for row in self.pending["pages"] if row[0] == page_id)
+            return next(row.path for row in self.pending["pages"] if row.id == page_id)
         row = self._read_back(
             "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
             " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
@@ -302,100 +314,119 @@ class Loader:
         return spec if size is None else f"{spec} (size {size})"
 
     def _configuration_id(self, package, package_id, built):
+        """The configuration of a package's Built: its parts by id, and Built's other fields that are columns."""
         version_id = self._id(
             "versions",
             (package_id, built.version),
-            lambda new_id: self.queue("versions", (new_id, package_id, built.version, 0)),
+            lambda new_id: ROWS["versions"](id=new_id, package_id=package_id, version=built.version, version_rank=0),
         )
         compiler = built.compiler
         compiler_id = self._id(
             "compilers",
             str(compiler),
-            lambda new_id: self.queue("compilers", (new_id, str(compiler), compiler.name, compiler.version)),
+            lambda new_id: ROWS["compilers"](
+                id=new_id, label=str(compiler), name=compiler.name, version=compiler.version
+            ),
         )
-        key = (
-            version_id,
-            compiler_id,
-            self._named_id("oss", built.os),
-            self._named_id("platforms", built.platform),
-            self._named_id("targets", built.target),
-            self._variant_set_id(built.variants),
+        columns = ROWS["configurations"](
+            id=None,
+            version_id=version_id,
+            compiler_id=compiler_id,
+            os_id=self._named_id("oss", built.os),
+            platform_id=self._named_id("platforms", built.platform),
+            target_id=self._named_id("targets", built.target),
+            variant_set_id=self._variant_set_id(built.variants),
+            **{field: getattr(built, field) for field in _BUILT_COLUMNS},
         )
 
-        def add(new_id):
-            self.queue("configurations", (new_id, *key))
+        def row(new_id):
             self.built_of[new_id] = (package, built)
+            return columns._replace(id=new_id)
 
-        return self._id("configurations", key, add)
+        return self._id("configurations", _IDENTITY_OF["configurations"](columns), row)
 
     def _variant_id(self, variant):
-        def add(new_id):
-            self.queue("variants", (new_id, variant.raw, variant.name, variant.operator, variant.value))
+        def row(new_id):
             if not variant.is_boolean:
                 for position, value in enumerate(variant.values):
-                    self.queue("variant_values", (new_id, position, value))
+                    self.queue(ROWS["variant_values"](variant_id=new_id, position=position, value=value))
+            return ROWS["variants"](
+                id=new_id, raw=variant.raw, name=variant.name, operator=variant.operator, value=variant.value
+            )
 
-        return self._id("variants", variant.raw, add)
+        return self._id("variants", variant.raw, row)
 
     def _variant_set_id(self, variants):
-        key = tuple(v.raw for v in variants)
+        text = json.dumps([v.raw for v in variants], ensure_ascii=False)
 
-        def add(new_id):
-            self.queue("variant_sets", (new_id, json.dumps(key, ensure_ascii=False), normalise.spec_variants(variants)))
+        def row(new_id):
             for position, variant in enumerate(variants):
-                self.queue("variant_set_members", (new_id, position, self._variant_id(variant)))
+                self.queue(
+                    ROWS["variant_set_members"](
+                        variant_set_id=new_id, position=position, variant_id=self._variant_id(variant)
+                    )
+                )
+            return ROWS["variant_sets"](id=new_id, variants=text, spec_variants=normalise.spec_variants(variants))
 
-        return self._id("variant_sets", key, add)
+        return self._id("variant_sets", text, row)
 
     def _stack_set_id(self, stacks):
-        def add(new_id):
-            self.queue("stack_sets", (new_id, json.dumps(stacks)))
-            for stack in stacks:
-                self.queue("stack_set_members", (new_id, self.stack_id(stack)))
+        text = json.dumps(stacks)
 
-        return self._id("stack_sets", stacks, add)
+        def row(new_id):
+            for stack in stacks:
+                self.queue(ROWS["stack_set_members"](stack_set_id=new_id, stack_id=self.stack_id(stack)))
+            return ROWS["stack_sets"](id=new_id, stacks=text)
+
+        return self._id("stack_sets", text, row)
 
     def _listing_id(self, configuration_id, stack_set_id):
         return self._id(
             "listings",
             (configuration_id, stack_set_id),
-            lambda new_id: self.queue("listings", (new_id, configuration_id, stack_set_id)),
+            lambda new_id: ROWS["listings"](id=new_id, configuration_id=configuration_id, stack_set_id=stack_set_id),
         )
 
     def checkpoint(self):
         return dict(self.next_id), {table: len(rows) for table, rows in self.pending.items()}
 
     def rollback(self, checkpoint):
-        """Forget what a rejected page added since the checkpoint."""
+        """Forget what a rejected input added since the checkpoint."""
         next_id, pending = checkpoint
+
+        def first_new(table):  # a table first used since the checkpoint: every id of this build
+            return next_id.get(table) or self.first_ids[table] or 1
+
         self.with_edges.difference_update(
-            row[0] for row in self.pending["spec_dependencies"][pending["spec_dependencies"] :]
+            row.spec_id for row in self.pending["spec_dependencies"][pending["spec_dependencies"] :]
         )
         for table, length in pending.items():
             del self.pending[table][length:]
+        for table in self.next_id:
+            self.next_id[table] = first_new(table)
         for table, ids in self.ids.items():
-            for key in [k for k, v in ids.items() if v >= next_id[table]]:
+            for key in [k for k, v in ids.items() if v >= self.next_id[table]]:
                 del ids[key]
         for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
-            for key in [k for k, v in memo.items() if v >= next_id[table]]:
+            for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
-        self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < next_id["dependency_kinds"]}
-        for configuration_id in [c for c in self.built_of if c >= next_id["configurations"]]:
+        self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}
+        for configuration_id in [c for c in self.built_of if c >= first_new("configurations")]:
             del self.built_of[configuration_id]
-        for key in [k for k, v in self.spec_ids.items() if v & 0xFFFFFFFF >= next_id["specs"]]:
+        for key in [k for k, v in self.spec_ids.items() if v & 0xFFFFFFFF >= self.next_id["specs"]]:
             del self.spec_ids[key]
             self.spec_sizes.pop(key, None)
-        self.next_id = next_id
 
     def mark(self, source):
         """The rows queued from here on come from source (a file), until the next mark."""
         self.origins.append((source, {table: len(rows) for table, rows in self.pending.items()}))
 
     def flush(self):
-        batches = [(table, STATEMENTS[table], rows) for table, rows in self.pending.items() if rows]
+        """Hand the queued rows to the writer, as plain tuples in their table's column order."""
+        batches = [(table, STATEMENTS[table], list(map(tuple, rows))) for table, rows in self.pending.items() if rows]
         if batches:
             self.writer.write(batches, self.origins)
-            self.pending = {table: [] for table in WRITTEN}
+            self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []
 
 
@@ -404,140 +435,6 @@ def load_tags_yaml(loader, tags):
     rows = set()
     for name, stacks in tags:
         tag_id = loader.tag_id(name)
-        rows.update((tag_id, loader.stack_id(stack)) for stack in stacks)
+        rows.update(ROWS["tag_stacks"](tag_id=tag_id, stack_id=loader.stack_id(stack)) for stack in stacks)
     for row in sorted(rows):
-        loader.queue("tag_stacks", row)
-
-
-def rank_versions_and_tags(conn):
-    """version_rank in Spack's order within each package; sort_order of tags as people expect, and their mirrors."""
-    by_package = {}
-    for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
-        by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
-    ranks = []
-    for versions in by_package.values():
-        versions.sort()
-        ranks.extend((rank, version_id) for rank, (_, _, version_id) in enumerate(versions, start=1))
-    conn.executemany("UPDATE versions SET version_rank = ? WHERE id = ?", ranks)
-    tags = [normalise.classify_tag(name) for (name,) in conn.execute("SELECT name FROM tags")]
-    tags.sort(key=normalise.tag_sort_key)
-    conn.executemany("UPDATE tags SET sort_order = ? WHERE name = ?", [(n, t.name) for n, t in enumerate(tags, 1)])
-    # A tag read from its indexes is installed from its root mirror; others from binaries.spack.io.
-    conn.execute(
-        "UPDATE tags SET mirror_url = coalesce((SELECT mirror_url FROM indexes JOIN stacks ON stacks.id = stack_id"
-        " WHERE indexes.tag_id = tags.id AND stacks.name = 'root'), ? || '/' || name)",
-        (normalise.MIRROR_ROOT,),
-    )
-
-
-def delete_tags(conn, names):
-    """Remove every page of these tags, the indexes they were read from and the problems of those indexes;
-    returns the ids of the tags."""
-    tag_ids = [
-        row[0]
-        for row in conn.execute(
-            "SELECT id FROM tags WHERE name IN (SELECT value FROM json_each(?))", (json.dumps(names),)
-        )
-    ]
-    selected = "(SELECT value FROM json_each(?))"
-    ids = (json.dumps(tag_ids),)
-    conn.execute(f"DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE tag_id IN {selected})", ids)
-    conn.execute(f"DELETE FROM pages WHERE tag_id IN {selected}", ids)
-    conn.execute(f"DELETE FROM indexes WHERE tag_id IN {selected}", ids)
-    conn.execute(
-        "DELETE FROM problems WHERE tag IN (SELECT value FROM json_each(?)) AND path NOT IN (SELECT path FROM sources)",
-        (json.dumps(names),),
-    )
-    return tag_ids
-
-
-def delete_pages(conn, paths):
-    """Remove pages (and, through prune_orphans, whatever only they used); returns the ids of their tags."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone (path TEXT PRIMARY KEY)")
-    conn.execute("DELETE FROM gone")
-    conn.executemany("INSERT INTO gone (path) VALUES (?)", [(p,) for p in paths])
-    tag_ids = [
-        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE path IN (SELECT path FROM gone)")
-    ]
-    conn.execute("DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE path IN (SELECT path FROM gone))")
-    conn.execute("DELETE FROM pages WHERE path IN (SELECT path FROM gone)")
-    conn.execute("DELETE FROM problems WHERE path IN (SELECT path FROM gone)")
-    conn.execute("DELETE FROM sources WHERE path IN (SELECT path FROM gone)")
-    return tag_ids
-
-
-FTS_COLUMNS = {  # full-text index: (the table of its rows, what it reads their text from, the columns)
-    "listings_fts": ("listings", "listing_texts", "package, version, compiler, os, platform, target, variants, stacks"),
-    "packages_fts": ("packages", "packages", "name"),
-}
-
-_UNUSED_SPECS = (
-    "SELECT id FROM specs WHERE id NOT IN (SELECT spec_id FROM page_specs)"
-    " AND id NOT IN (SELECT dependency_id FROM spec_dependencies)"
-)
-ORPHANS = [
-    ("dependency_kinds", "id NOT IN (SELECT kind_id FROM spec_dependencies)"),
-    ("listings", "id NOT IN (SELECT listing_id FROM page_specs)"),
-    (
-        "configurations",
-        "id NOT IN (SELECT configuration_id FROM specs) AND id NOT IN (SELECT configuration_id FROM listings)",
-    ),
-    ("variant_set_members", "variant_set_id NOT IN (SELECT variant_set_id FROM configurations)"),
-    ("variant_sets", "id NOT IN (SELECT variant_set_id FROM configurations)"),
-    ("variant_values", "variant_id NOT IN (SELECT variant_id FROM variant_set_members)"),
-    ("variants", "id NOT IN (SELECT variant_id FROM variant_set_members)"),
-    ("stack_set_members", "stack_set_id NOT IN (SELECT stack_set_id FROM listings)"),
-    ("stack_sets", "id NOT IN (SELECT stack_set_id FROM listings)"),
-    ("versions", "id NOT IN (SELECT version_id FROM configurations)"),
-    ("packages", "id NOT IN (SELECT package_id FROM pages) AND id NOT IN (SELECT package_id FROM versions)"),
-    ("compilers", "id NOT IN (SELECT compiler_id FROM configurations)"),
-    ("oss", "id NOT IN (SELECT os_id FROM configurations)"),
-    ("platforms", "id NOT IN (SELECT platform_id FROM configurations)"),
-    ("targets", "id NOT IN (SELECT target_id FROM configurations)"),
-    ("stacks", "id NOT IN (SELECT stack_id FROM stack_set_members) AND id NOT IN (SELECT stack_id FROM tag_stacks)"),
-    (
-        "tags",
-        "id NOT IN (SELECT tag_id FROM pages) AND id NOT IN (SELECT tag_id FROM tag_stacks)"
-        " AND id NOT IN (SELECT tag_id FROM indexes)",
-    ),
-]
-
-
-def prune_orphans(conn, full_text, added_from=None):
-    """Delete rows that no page uses any more; with full_text, keep the full-text indexes in step for the
-    rows they have: not those this build added (ids from added_from, {table: first id}), indexed later."""
-    _prune_specs(conn)
-    for table, condition in ORPHANS:
-        for fts, (rows, content, columns) in FTS_COLUMNS.items():
-            if full_text and rows == table:
-                indexed = f" AND id < {int(added_from[rows])}" if added_from else ""
-                conn.execute(
-                    f"INSERT INTO {fts} ({fts}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content}"
-                    f" WHERE {condition}{indexed}"
-                )
-        conn.execute(f"DELETE FROM {table} WHERE {condition}")
-
-
-def _prune_specs(conn):
-    """Specs that no page lists and no spec depends on, and their edges; again while that leaves more such
-    specs (dependencies that only they had)."""
-    while True:
-        conn.execute(f"CREATE TEMP TABLE unused AS {_UNUSED_SPECS}")
-        edges = conn.execute("DELETE FROM spec_dependencies WHERE spec_id IN (SELECT id FROM unused)").rowcount
-        conn.execute("DELETE FROM specs WHERE id IN (SELECT id FROM unused)")
-        conn.execute("DROP TABLE temp.unused")
-        if not edges:
-            return
-
-
-def index_new_rows(conn, first_ids):
-    """Add rows created in this build to the full-text indexes."""
-    for fts, (rows, content, columns) in FTS_COLUMNS.items():
-        conn.execute(
-            f"INSERT INTO {fts} (rowid, {columns}) SELECT id, {columns} FROM {content} WHERE id >= ?",
-            (first_ids[rows],),
-        )
-
-
-def foreign_key_problems(conn):
-    return conn.execute("PRAGMA foreign_key_check").fetchall()
+        loader.queue(row)

@@ -1,12 +1,19 @@
-"""The shape of cache.db, in one place: tables, indexes, full-text search and views. Every other module
-takes a table's columns from here (COLUMNS, insert_sql), never restates them."""
+"""The shape of cache.db, in one place: tables, indexes, full-text search and views. Everything else about a
+table is derived from its declaration here, never restated: its columns and rows (COLUMNS, ROWS), insert
+statements, the order rows are written in, its identity (its UNIQUE key: how the loader looks rows up), its
+references and which of its rows are orphans (foreign keys; ON DELETE CASCADE marks a row that belongs
+to its parent), and the columns of its full-text index."""
 
+import collections
 import graphlib
 import hashlib
+from typing import NamedTuple
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3  # 3: build-cache indexes, dependencies between specs, sources' identity
+from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
+
+SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades
 
 TABLES = """
 CREATE TABLE tags (
@@ -64,7 +71,7 @@ CREATE TABLE variants (
     value TEXT NOT NULL
 );
 CREATE TABLE variant_values (
-    variant_id INTEGER NOT NULL REFERENCES variants(id),
+    variant_id INTEGER NOT NULL REFERENCES variants(id) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     value TEXT NOT NULL,
     PRIMARY KEY (variant_id, position)
@@ -75,7 +82,7 @@ CREATE TABLE variant_sets (
     spec_variants TEXT NOT NULL
 );
 CREATE TABLE variant_set_members (
-    variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id),
+    variant_set_id INTEGER NOT NULL REFERENCES variant_sets(id) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     variant_id INTEGER NOT NULL REFERENCES variants(id),
     PRIMARY KEY (variant_set_id, position)
@@ -85,7 +92,7 @@ CREATE TABLE stack_sets (
     stacks TEXT NOT NULL UNIQUE
 );
 CREATE TABLE stack_set_members (
-    stack_set_id INTEGER NOT NULL REFERENCES stack_sets(id),
+    stack_set_id INTEGER NOT NULL REFERENCES stack_sets(id) ON DELETE CASCADE,
     stack_id INTEGER NOT NULL REFERENCES stacks(id),
     PRIMARY KEY (stack_set_id, stack_id)
 ) WITHOUT ROWID;
@@ -113,7 +120,7 @@ CREATE TABLE dependency_kinds (
     UNIQUE (deptypes, virtuals)
 );
 CREATE TABLE spec_dependencies (
-    spec_id INTEGER NOT NULL REFERENCES specs(id),
+    spec_id INTEGER NOT NULL REFERENCES specs(id) ON DELETE CASCADE,
     dependency_id INTEGER NOT NULL REFERENCES specs(id),
     kind_id INTEGER NOT NULL REFERENCES dependency_kinds(id),
     PRIMARY KEY (spec_id, dependency_id)
@@ -125,7 +132,7 @@ CREATE TABLE listings (
     UNIQUE (configuration_id, stack_set_id)
 );
 CREATE TABLE sources (
-    path TEXT PRIMARY KEY,
+    path TEXT PRIMARY KEY ON CONFLICT REPLACE,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     ctime_ns INTEGER NOT NULL,
@@ -160,7 +167,7 @@ CREATE TABLE pages (
     UNIQUE (tag_id, package_id)
 );
 CREATE TABLE page_specs (
-    page_id INTEGER NOT NULL REFERENCES pages(id),
+    page_id INTEGER NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
     spec_id INTEGER NOT NULL REFERENCES specs(id),
     position INTEGER NOT NULL,
     listing_id INTEGER NOT NULL REFERENCES listings(id),
@@ -185,8 +192,8 @@ CREATE TABLE microarchitectures (
     generation INTEGER NOT NULL
 );
 CREATE TABLE runs_on (
-    host TEXT NOT NULL REFERENCES microarchitectures(name),
-    target TEXT NOT NULL REFERENCES microarchitectures(name),
+    host TEXT NOT NULL REFERENCES microarchitectures(name) ON DELETE CASCADE,
+    target TEXT NOT NULL REFERENCES microarchitectures(name) ON DELETE CASCADE,
     PRIMARY KEY (host, target)
 ) WITHOUT ROWID;
 CREATE TABLE row_counts (
@@ -235,21 +242,29 @@ CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
 """
 
-FULL_TEXT = """
-CREATE VIRTUAL TABLE listings_fts USING fts5(
-    package, version, compiler, os, platform, target, variants, stacks,
-    content="listing_texts", content_rowid="id"
-);
-CREATE VIRTUAL TABLE packages_fts USING fts5(
-    name, content="packages", content_rowid="id", tokenize="trigram"
-);
-"""
+# Full-text indexes (FTS5), each over the rows of one table: its columns are those of the table or view its
+# text is read from (but id), so the text is not stored twice.
+FULL_TEXT = {
+    # index: (the table whose ids are its rowids, the table or view it reads their text from, its tokenizer)
+    "listings_fts": ("listings", "listing_texts", None),
+    "packages_fts": ("packages", "packages", "trigram"),  # any part of a name
+}
 
-# A configuration's Spack spec string, from the tables a view joins (normalise.spec_string writes the same).
+# A configuration's Spack spec string, from the tables a view joins, as normalise.spec_string writes it.
 SPEC_SQL = (
-    "packages.name || '@' || versions.version || variant_sets.spec_variants"
-    " || ' arch=' || platforms.name || '-' || oss.name || '-' || targets.name"
-    " || CASE WHEN compilers.name = 'none' THEN '' ELSE ' %' || compilers.label END"
+    template_sql(
+        SPEC_TEMPLATE,
+        {
+            "package": "packages.name",
+            "version": "versions.version",
+            "variants": "variant_sets.spec_variants",
+            "platform": "platforms.name",
+            "os": "oss.name",
+            "target": "targets.name",
+        },
+    )
+    + f" || CASE WHEN compilers.name = '{NO_COMPILER}' THEN ''"
+    f" ELSE {template_sql(COMPILER_TEMPLATE, {'compiler': 'compilers.label'})} END"
 )
 
 # The tables a configuration's parts are named in, joined from configurations.
@@ -375,7 +390,7 @@ JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id;
 # answers tag_matrix for a whole tag. A build recounts only the tags whose pages it changed, in steps
 # that avoid sorting a million rows at once: binaries per (page, listing), then per tag, package and
 # the ids the counts need.
-_COUNT_BINARIES = [
+COUNT_BINARIES = [
     """CREATE TEMP TABLE page_listing_counts AS
     SELECT page_id, listing_id, count(*) AS n
     FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
@@ -399,7 +414,7 @@ _COUNT_BINARIES = [
     GROUP BY tag_id, os_id, target_id, compiler_id""",
 ]
 # binaries and binary_stacks, counted per combination of the columns people facet and filter by.
-_CUBES = [
+CUBES = [
     """INSERT INTO binaries_cube
     SELECT tags.name, oss.name, targets.name, compilers.label, stack_sets.stacks, n
     FROM binary_counts
@@ -412,69 +427,108 @@ _CUBES = [
     JOIN stacks ON stacks.id = stack_set_members.stack_id
     GROUP BY tags.name, stacks.name""",
 ]
-_VIEW_COUNTS = {
+VIEW_COUNTS = {
     "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
     "dependencies": "SELECT count(*) FROM spec_dependencies",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
 
 
-def _tables(ddl):
+def _declared():
     db = sqlite_utils.Database(memory=True)
-    db.executescript(ddl)
-    return {name: db[name] for name in db.table_names()}
+    db.executescript(TABLES + INDEXES + VIEWS)
+    return db
 
 
-_DECLARED = _tables(TABLES)
-COLUMNS = {name: tuple(column.name for column in table.columns) for name, table in _DECLARED.items()}
+_DECLARED = _declared()
+COLUMNS = {name: tuple(column.name for column in _DECLARED[name].columns) for name in _DECLARED.table_names()}
 # An order in which every row's parents (foreign keys) are written before it.
 LOAD_ORDER = tuple(
     graphlib.TopologicalSorter(
-        {name: {key.other_table for key in table.foreign_keys} - {name} for name, table in _DECLARED.items()}
+        {name: {key.other_table for key in _DECLARED[name].foreign_keys} - {name} for name in COLUMNS}
     ).static_order()
+)
+# Rows travel by name: a named tuple per table, its fields the table's columns in order.
+ROWS = {table: collections.namedtuple(table, columns) for table, columns in COLUMNS.items()}
+
+
+def _identity(table):
+    """The columns that identify a row: its one UNIQUE key, or else its primary key."""
+    unique = [index.columns for index in _DECLARED[table].indexes if index.unique and index.origin != "pk"]
+    if len(unique) > 1:
+        raise ValueError(f"{table}: expected at most one UNIQUE key, its identity")
+    return tuple(unique[0]) if unique else tuple(_DECLARED[table].pks)
+
+
+IDENTITY = {table: _identity(table) for table in COLUMNS}
+
+
+class Reference(NamedTuple):
+    child: str
+    column: str
+    parent: str
+    parent_column: str
+    cascade: bool  # ON DELETE CASCADE: the child row belongs to its parent and goes with it
+
+
+REFERENCES = tuple(
+    Reference(table, key[3], key[2], key[4], key[6] == "CASCADE")
+    for table in COLUMNS
+    for key in _DECLARED.execute(f"PRAGMA foreign_key_list({table})").fetchall()
+)
+# A row of these tables exists while another row refers to it (other than a row that belongs to it): once
+# nothing does, it is an orphan. Rows of other tables are deleted by the build itself (pages, sources,
+# problems, indexes) or replaced whole (microarchitectures).
+KEPT_WHILE_USED = tuple(
+    table for table in reversed(LOAD_ORDER) if any(r.parent == table and not r.cascade for r in REFERENCES)
+)
+# Tables whose rows, once gone, may leave more of their own rows orphans: a child that belongs to a row
+# (specs' edges) also keeps other rows (the specs it depends on).
+SELF_RELEASING = frozenset(
+    r.parent
+    for r in REFERENCES
+    if r.cascade and any(o.child == r.child and o.parent == r.parent and not o.cascade for o in REFERENCES)
 )
 
 
-def insert_sql(table, replace_on_conflict=False):
-    """INSERT of a whole row of table, its values in COLUMNS order; with replace_on_conflict, a row whose
-    primary key exists already is updated instead."""
+def orphans(table):
+    """SQL condition for the rows of a KEPT_WHILE_USED table that nothing refers to any more."""
+    return " AND ".join(
+        f"{r.parent_column} NOT IN (SELECT {r.column} FROM {r.child})"
+        for r in REFERENCES
+        if r.parent == table and not r.cascade
+    )
+
+
+def full_text_columns(index):
+    """The columns of a full-text index: those of the table or view it reads, but the id."""
+    return tuple(column for column in _columns_of(FULL_TEXT[index][1]) if column != "id")
+
+
+def _columns_of(name):
+    return tuple(row[1] for row in _DECLARED.execute(f"PRAGMA table_info({name})").fetchall())
+
+
+def _full_text_ddl():
+    statements = []
+    for index, (_, content, tokenizer) in FULL_TEXT.items():
+        options = [*full_text_columns(index), f'content="{content}"', 'content_rowid="id"']
+        if tokenizer:
+            options.append(f'tokenize="{tokenizer}"')
+        statements.append(f"CREATE VIRTUAL TABLE {index} USING fts5({', '.join(options)});")
+    return "\n".join(statements) + "\n"
+
+
+def insert_sql(table):
+    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple)."""
     columns = COLUMNS[table]
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-    if replace_on_conflict:
-        keys = _DECLARED[table].pks
-        updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column not in keys)
-        sql += f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
-    return sql
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
 # Incremental builds only build onto a database of exactly this shape.
-SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + FULL_TEXT + VIEWS).encode(), digest_size=8).hexdigest()
+SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
 
 
 def create_schema(conn):
     """Create every table, index, full-text index and view of an empty database."""
-    conn.executescript(TABLES + INDEXES + FULL_TEXT + VIEWS)
-
-
-def refresh_counts(conn, tag_ids=None):
-    """Recount the cubes and tag_cells for these tags (None: every tag), then row_counts of every table and view."""
-    conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
-    if tag_ids is None:
-        conn.execute("INSERT INTO recount SELECT id FROM tags")
-    else:
-        conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
-    for table in ("binaries_cube", "binary_stacks_cube", "tag_cells"):
-        conn.execute(
-            f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
-            " OR tag NOT IN (SELECT name FROM tags)"
-        )
-    for statement in _COUNT_BINARIES + _CUBES:
-        conn.execute(statement)
-    for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):
-        conn.execute(f"DROP TABLE temp.{temporary}")
-    counts = {view: conn.execute(sql).fetchone()[0] for view, sql in _VIEW_COUNTS.items()}
-    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    counts.update({table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables})
-    counts["row_counts"] = len(counts)
-    conn.execute("DELETE FROM row_counts")
-    conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))
+    conn.executescript(TABLES + INDEXES + VIEWS + _full_text_ddl())

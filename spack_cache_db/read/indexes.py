@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from spack_cache_db.normalise import HASH, NAME, derived_meta, parse_compiler, parse_variant, text_problem
+from spack_cache_db.normalise import HASH, NAME, NO_COMPILER, derived_meta, parse_compiler, parse_variant, text_problem
 from spack_cache_db.read import fetch
 from spack_cache_db.records import Binary, Built, DependencyKind, Document, InputError, Node, one_line
 
@@ -282,6 +282,14 @@ class _External(msgspec.Struct, gc=False):
     """Only whether a node has it: an external, installed outside Spack."""
 
 
+# A node's fields that a configuration (Built) takes as they are, by the same names.
+_NODE_TEXTS = ("version",)
+
+
+def _texts_of(node):
+    return tuple(getattr(node, field) for field in _NODE_TEXTS)
+
+
 class _Node(msgspec.Struct, gc=False):
     name: str
     version: str
@@ -510,10 +518,10 @@ class _RecordReader:
         record, version = self.records[spec_hash]
         node = record.spec
         compiler = self._compiler_text(node, edges)
-        key = (version, node.version, compiler, bytes(node.arch), bytes(node.parameters))
-        built = self.built_by_raw.get(key)
+        text = (version, compiler, bytes(node.arch), bytes(node.parameters), *_texts_of(node))
+        built = self.built_by_raw.get(text)
         if built is None:
-            built = self.built_by_raw[key] = self._new_built(spec_hash, node, version, compiler)
+            built = self.built_by_raw[text] = self._new_built(spec_hash, node, version, compiler)
         return built
 
     def _new_built(self, spec_hash, node, database_version, compiler):
@@ -523,16 +531,23 @@ class _RecordReader:
         parameters = _decode_part(location, f"{where}.parameters", node.parameters, dict[str, bool | str | list[str]])
         for field, value in (
             ("name", node.name),
-            ("version", node.version),
             ("arch.platform", arch.platform),
             ("arch.platform_os", arch.platform_os),
             ("arch.target", target),
+            *zip(_NODE_TEXTS, _texts_of(node), strict=True),
         ):
-            if not _TEXT.fullmatch(value):
+            if value is not None and not _TEXT.fullmatch(value):
                 raise InputError(location, f"{where}.{field}", f"expected text without spaces, found {value!r:.80}")
-        raw_variants = tuple(_variants(parameters, database_version))
-        key = ("index", node.version, compiler, arch.platform_os, arch.platform, target, raw_variants)
-        return self.configurations.add(key, lambda number: _make_built(location, where, number, key))
+        parts = {
+            "compiler": compiler,
+            "os": arch.platform_os,
+            "platform": arch.platform,
+            "target": target,
+            "raw_variants": tuple(_variants(parameters, database_version)),
+            **dict(zip(_NODE_TEXTS, _texts_of(node), strict=True)),
+        }
+        text = ("index", *parts.items())
+        return self.configurations.add(text, lambda: _make_built(location, where, parts))
 
     def _compiler_text(self, node, edges):
         if node.compiler is not None:
@@ -545,7 +560,7 @@ class _RecordReader:
                 if language in kind.virtuals:
                     provider = self.records[dependency_hash][0].spec
                     return f"{provider.name}@{provider.version}"
-        return "none"
+        return NO_COMPILER
 
     def _edges(self, spec_hash):
         """The node's dependencies as (hash, DependencyKind), sorted by hash; the same hash twice is one edge
@@ -585,13 +600,16 @@ def _decode_part(location, where, raw, shape):
         raise InputError(location, where, "expected JSON nested less deep than this") from error
 
 
-def _make_built(location, where, number, key):
-    _, version, compiler_text, os, platform, target, raw_variants = key
+def _make_built(location, where, parts):
+    """The Built of a node's parts (compiler text, os, platform, target, raw variants and its _NODE_TEXTS)."""
+    parts = dict(parts)
+    compiler_text = parts.pop("compiler")
     parsed = parse_compiler(compiler_text) if text_problem(compiler_text) is None else None
     if parsed is None:
         raise InputError(location, f"{where}.compiler", f"expected name@version, found {compiler_text!r:.80}")
+    compiler, compiler_exact = parsed
     variants = []
-    for raw in raw_variants:
+    for raw in parts["raw_variants"]:
         problem = text_problem(raw)
         if problem:
             raise InputError(location, f"{where}.parameters", problem)
@@ -599,7 +617,7 @@ def _make_built(location, where, number, key):
         if variant is None:
             raise InputError(location, f"{where}.parameters", f"expected a variant Spack can print, found {raw!r:.80}")
         variants.append(variant)
-    return Built(number, version, *parsed, os, platform, target, tuple(variants), raw_variants)
+    return Built(number=None, compiler=compiler, compiler_exact=compiler_exact, variants=tuple(variants), **parts)
 
 
 def _variants(parameters, database_version):

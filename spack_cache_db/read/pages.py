@@ -672,22 +672,28 @@ def _built(entry, where, configurations):
     variants, versions = entry["variants"], entry["versions"]
     if type(variants) is list and type(versions) is list:
         try:
-            key = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
-            return configurations.built.get(key) or configurations.add(
-                key, lambda number: _check_built(entry, where, number)
+            text = (
+                entry["compiler"],
+                entry["os"],
+                entry["platform"],
+                entry["target"],
+                tuple(variants),
+                tuple(versions),
             )
+            return configurations.built.get(text) or configurations.add(text, lambda: _check_built(entry, where))
         except TypeError:  # unhashable values, named by _check_built
             pass
-    return _check_built(entry, where, None)
+    return _check_built(entry, where)
 
 
-def _check_built(entry, where, number):
+def _check_built(entry, where):
     versions = _text_list(entry, "versions", where)
     if len(versions) != 1:
         raise SpecError(f"{where}.versions", f"expected exactly one version, found {len(versions)}")
     compiler = parse_compiler(_text(entry, "compiler", where))
     if compiler is None:
         raise SpecError(f"{where}.compiler", f"expected 'none' or name@version, found {entry['compiler']!r:.80}")
+    compiler, compiler_exact = compiler
     raw_variants = _text_list(entry, "variants", where)
     variants = []
     for position, raw in enumerate(raw_variants):
@@ -698,14 +704,15 @@ def _check_built(entry, where, number):
             )
         variants.append(variant)
     return Built(
-        number,
-        sys.intern(versions[0]),
-        *compiler,
-        sys.intern(_text(entry, "os", where)),
-        sys.intern(_text(entry, "platform", where)),
-        sys.intern(_text(entry, "target", where)),
-        tuple(variants),
-        interned(raw_variants),
+        number=None,
+        version=sys.intern(versions[0]),
+        compiler=compiler,
+        compiler_exact=compiler_exact,
+        os=sys.intern(_text(entry, "os", where)),
+        platform=sys.intern(_text(entry, "platform", where)),
+        target=sys.intern(_text(entry, "target", where)),
+        variants=tuple(variants),
+        raw_variants=interned(raw_variants),
     )
 
 

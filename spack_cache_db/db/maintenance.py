@@ -1,0 +1,135 @@
+"""Keeping a database in step as a build changes it: removing what inputs no longer give, and whatever only
+they used (the orphans schema.py's foreign keys define), ranking versions and tags, the full-text indexes,
+and the counts Datasette is given."""
+
+import json
+
+from spack_cache_db import normalise
+from spack_cache_db.db import schema
+
+
+def rank_versions_and_tags(conn):
+    """version_rank in Spack's order within each package; sort_order of tags as people expect, and their mirrors."""
+    by_package = {}
+    for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
+        by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
+    ranks = []
+    for versions in by_package.values():
+        versions.sort()
+        ranks.extend((rank, version_id) for rank, (_, _, version_id) in enumerate(versions, start=1))
+    conn.executemany("UPDATE versions SET version_rank = ? WHERE id = ?", ranks)
+    tags = [normalise.classify_tag(name) for (name,) in conn.execute("SELECT name FROM tags")]
+    tags.sort(key=normalise.tag_sort_key)
+    conn.executemany("UPDATE tags SET sort_order = ? WHERE name = ?", [(n, t.name) for n, t in enumerate(tags, 1)])
+    # A tag read from its indexes is installed from its root mirror; others from binaries.spack.io.
+    conn.execute(
+        "UPDATE tags SET mirror_url = coalesce((SELECT mirror_url FROM indexes JOIN stacks ON stacks.id = stack_id"
+        " WHERE indexes.tag_id = tags.id AND stacks.name = 'root'), ? || '/' || name)",
+        (normalise.MIRROR_ROOT,),
+    )
+
+
+def delete_tags(conn, names):
+    """Remove every page of these tags, the indexes they were read from and the problems of those indexes;
+    returns the ids of the tags."""
+    tag_ids = [
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM tags WHERE name IN (SELECT value FROM json_each(?))", (json.dumps(names),)
+        )
+    ]
+    selected = "(SELECT value FROM json_each(?))"
+    ids = (json.dumps(tag_ids),)
+    conn.execute(f"DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE tag_id IN {selected})", ids)
+    conn.execute(f"DELETE FROM pages WHERE tag_id IN {selected}", ids)
+    conn.execute(f"DELETE FROM indexes WHERE tag_id IN {selected}", ids)
+    conn.execute(
+        "DELETE FROM problems WHERE tag IN (SELECT value FROM json_each(?)) AND path NOT IN (SELECT path FROM sources)",
+        (json.dumps(names),),
+    )
+    return tag_ids
+
+
+def delete_pages(conn, paths):
+    """Remove pages (and, through prune_orphans, whatever only they used); returns the ids of their tags."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone (path TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM gone")
+    conn.executemany("INSERT INTO gone (path) VALUES (?)", [(p,) for p in paths])
+    tag_ids = [
+        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE path IN (SELECT path FROM gone)")
+    ]
+    conn.execute("DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE path IN (SELECT path FROM gone))")
+    conn.execute("DELETE FROM pages WHERE path IN (SELECT path FROM gone)")
+    conn.execute("DELETE FROM problems WHERE path IN (SELECT path FROM gone)")
+    conn.execute("DELETE FROM sources WHERE path IN (SELECT path FROM gone)")
+    return tag_ids
+
+
+def prune_orphans(conn, full_text, added_from=None):
+    """Delete the rows nothing refers to any more (schema.KEPT_WHILE_USED, children first; rows that belong to
+    them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows they have:
+    not those this build added (ids from added_from, {table: first id or None}), indexed later."""
+    for table in schema.KEPT_WHILE_USED:
+        condition = schema.orphans(table)
+        while True:
+            if full_text:
+                _unindex(conn, table, condition, (added_from or {}).get(table))
+            deleted = conn.execute(f"DELETE FROM {table} WHERE {condition}").rowcount
+            if not deleted or table not in schema.SELF_RELEASING:
+                break
+
+
+def _unindex(conn, table, condition, first_added):
+    for index, (rows, content, _) in schema.FULL_TEXT.items():
+        if rows != table:
+            continue
+        columns = ", ".join(schema.full_text_columns(index))
+        indexed = "" if first_added is None else f" AND id < {int(first_added)}"
+        conn.execute(
+            f"INSERT INTO {index} ({index}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content}"
+            f" WHERE {condition}{indexed}"
+        )
+
+
+def index_new_rows(conn, first_ids):
+    """Add rows created in this build ({table: first id, or None when it added none}) to the full-text indexes."""
+    for index, (rows, content, _) in schema.FULL_TEXT.items():
+        if first_ids.get(rows) is not None:
+            columns = ", ".join(schema.full_text_columns(index))
+            conn.execute(
+                f"INSERT INTO {index} (rowid, {columns}) SELECT id, {columns} FROM {content} WHERE id >= ?",
+                (first_ids[rows],),
+            )
+
+
+def rebuild_full_text(conn):
+    for index in schema.FULL_TEXT:
+        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
+
+
+def foreign_key_problems(conn):
+    return conn.execute("PRAGMA foreign_key_check").fetchall()
+
+
+def refresh_counts(conn, tag_ids=None):
+    """Recount the cubes and tag_cells for these tags (None: every tag), then row_counts of every table and view."""
+    conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
+    if tag_ids is None:
+        conn.execute("INSERT INTO recount SELECT id FROM tags")
+    else:
+        conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
+    for table in ("binaries_cube", "binary_stacks_cube", "tag_cells"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
+            " OR tag NOT IN (SELECT name FROM tags)"
+        )
+    for statement in schema.COUNT_BINARIES + schema.CUBES:
+        conn.execute(statement)
+    for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):
+        conn.execute(f"DROP TABLE temp.{temporary}")
+    counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    counts.update({table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables})
+    counts["row_counts"] = len(counts)
+    conn.execute("DELETE FROM row_counts")
+    conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))
