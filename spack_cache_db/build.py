@@ -324,9 +324,9 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         indexes = plan.indexes
         gone_tags = [t.tag for t in indexes.to_load] + indexes.removed + [tag for tag, _ in indexes.failures]
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
-        conn.execute("DELETE FROM tag_stacks")  # loaded again from tags.yaml
-        if changed_tags or plan.tags_changed:  # whatever only what went used goes too
+        if changed_tags:  # pages went: whatever only they used goes too
             maintenance.prune_orphans(conn, full_text=True)
+        conn.execute("DELETE FROM tag_stacks")  # loaded again from tags.yaml
         conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
         for source, now in plan.touched:
             conn.execute(
@@ -483,7 +483,7 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
     if summary.failed_tags:  # the rows such a tag got before it failed
         maintenance.delete_tags(conn, summary.failed_tags)
-    if summary.rejected or summary.failed_tags:
+    if summary.rejected or summary.failed_tags or plan.tags_changed:  # tags and stacks only they declared go too
         maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids)
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
