@@ -146,13 +146,8 @@ async def test_database_page_counts_every_table(cache_db):
     assert {table["name"] for table in data["tables"]} == tables
     for table in data["tables"]:
         assert table["count"] == conn.execute(f'SELECT count(*) FROM "{table["name"]}"').fetchone()[0], table["name"]
-    assert {view["name"] for view in data["views"]} == {
-        "binaries",
-        "binary_stacks",
-        "configuration_specs",
-        "dependencies",
-        "listing_texts",
-    }
+    views = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    assert {view["name"] for view in data["views"]} == views
 
 
 @pytest.mark.parametrize("path", ["/", "/cache", "/cache.json", "/.json"])

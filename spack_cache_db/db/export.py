@@ -21,18 +21,13 @@ ORDER BY tags.name, packages.name
 """
 
 SPECS = """
-SELECT specs.hash, compilers.name AS compiler, compilers.version AS compiler_version, page_specs.compiler_exact,
-    oss.name AS os, platforms.name AS platform, specs.size, stack_sets.stacks, targets.name AS target,
-    variant_sets.variants, versions.version, page_specs.extra, page_specs.standard_tarball
+SELECT specs.hash, configuration_specs.compiler_name AS compiler, configuration_specs.compiler_version,
+    page_specs.compiler_exact, configuration_specs.os, configuration_specs.platform, specs.size, stack_sets.stacks,
+    configuration_specs.target, configuration_specs.variants, configuration_specs.version, page_specs.extra,
+    page_specs.standard_tarball
 FROM page_specs
 JOIN specs ON specs.id = page_specs.spec_id
-JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id
 JOIN listings ON listings.id = page_specs.listing_id
 JOIN stack_sets ON stack_sets.id = listings.stack_set_id
 WHERE page_specs.page_id = ?

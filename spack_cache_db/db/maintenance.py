@@ -123,6 +123,7 @@ def refresh_counts(conn, tag_ids=None):
             f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
             " OR tag NOT IN (SELECT name FROM tags)"
         )
+    conn.execute("DELETE FROM tag_version_counts WHERE tag_id IN (SELECT id FROM recount)")
     for statement in schema.COUNT_BINARIES + schema.CUBES:
         conn.execute(statement)
     for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):

@@ -224,6 +224,12 @@ CREATE TABLE tag_cells (
     packages INTEGER NOT NULL,
     PRIMARY KEY (tag, os, target, compiler)
 ) WITHOUT ROWID;
+CREATE TABLE tag_version_counts (
+    version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+    tag_id INTEGER NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
+    binaries INTEGER NOT NULL,
+    PRIMARY KEY (version_id, tag_id)
+) WITHOUT ROWID;
 CREATE TABLE build_info (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -267,14 +273,30 @@ SPEC_SQL = (
     f" ELSE {template_sql(COMPILER_TEMPLATE, {'compiler': 'compilers.label'})} END"
 )
 
-# The tables a configuration's parts are named in, joined from configurations.
-_CONFIGURATION_PARTS = """JOIN versions ON versions.id = configurations.version_id
-JOIN packages ON packages.id = versions.package_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN variant_sets ON variant_sets.id = configurations.variant_set_id"""
+# What a configuration's parts are named by, each a join from configurations (packages through versions).
+_CONFIGURATION_PARTS = {
+    "versions": "versions ON versions.id = configurations.version_id",
+    "packages": "packages ON packages.id = versions.package_id",
+    "compilers": "compilers ON compilers.id = configurations.compiler_id",
+    "oss": "oss ON oss.id = configurations.os_id",
+    "platforms": "platforms ON platforms.id = configurations.platform_id",
+    "targets": "targets ON targets.id = configurations.target_id",
+    "variant_sets": "variant_sets ON variant_sets.id = configurations.variant_set_id",
+}
+# Every key here is NOT NULL and checked, so LEFT JOIN gives the rows an inner join would. It lets SQLite
+# skip the joins a select of a few columns does not need (an aggregate such as count(*) still makes every
+# lookup), and keeps the table the view starts from first in the plan.
+
+
+def _left_joined(parts):
+    return "\n".join(f"LEFT JOIN {_CONFIGURATION_PARTS[part]}" for part in parts)
+
+
+# The commands that install a tag's binary, but its hash.
+_INSTALL_SQL = (
+    "'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)"
+    " || 'spack buildcache keys --install --trust' || char(10) || 'spack install --use-buildcache only /'"
+)
 
 VIEWS = f"""
 CREATE VIEW binaries AS
@@ -291,9 +313,7 @@ SELECT
     variant_sets.variants AS variants,
     stack_sets.stacks AS stacks,
     {SPEC_SQL} AS spec,
-    'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)
-        || 'spack buildcache keys --install --trust' || char(10)
-        || 'spack install --use-buildcache only /' || specs.hash AS install,
+    {_INSTALL_SQL} || specs.hash AS install,
     specs.size AS size,
     tags.sort_order AS tag_order,
     page_specs.listing_id AS listing_id
@@ -301,19 +321,12 @@ FROM page_specs
 JOIN pages ON pages.id = page_specs.page_id
 JOIN tags ON tags.id = pages.tag_id
 JOIN packages ON packages.id = pages.package_id
--- Every key here is NOT NULL and checked, so LEFT JOIN gives the rows an inner join would. It lets SQLite
--- skip the joins a plain select of a few columns does not need (an aggregate such as count(*) still makes
--- every lookup), and keeps page_specs first in the plan; configurations come through the listing (the
--- spec's own configuration) so a search can lead.
+-- Configurations come through the listing (the spec's own configuration) so a search can lead; the package
+-- is the page's.
 LEFT JOIN specs ON specs.id = page_specs.spec_id
 LEFT JOIN listings ON listings.id = page_specs.listing_id
 LEFT JOIN configurations ON configurations.id = listings.configuration_id
-LEFT JOIN versions ON versions.id = configurations.version_id
-LEFT JOIN compilers ON compilers.id = configurations.compiler_id
-LEFT JOIN oss ON oss.id = configurations.os_id
-LEFT JOIN platforms ON platforms.id = configurations.platform_id
-LEFT JOIN targets ON targets.id = configurations.target_id
-LEFT JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+{_left_joined(part for part in _CONFIGURATION_PARTS if part != "packages")}
 LEFT JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
 
 -- What the full-text index reads: a listing spelled out. The index keeps only its tokens; the text
@@ -321,23 +334,60 @@ LEFT JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
 CREATE VIEW listing_texts AS
 SELECT
     listings.id AS id,
+    configuration_specs.package,
+    configuration_specs.version,
+    configuration_specs.compiler,
+    configuration_specs.os,
+    configuration_specs.platform,
+    configuration_specs.target,
+    configuration_specs.variants,
+    stack_sets.stacks AS stacks
+FROM listings
+JOIN configuration_specs ON configuration_specs.configuration_id = listings.configuration_id
+JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
+
+-- A configuration spelled out: its parts' names, and its spec string. Canned queries join it by
+-- configuration_id for whatever of a binary they show.
+CREATE VIEW configuration_specs AS
+SELECT
+    configurations.id AS configuration_id,
+    versions.package_id,
     packages.name AS package,
-    versions.version AS version,
+    versions.version,
+    versions.version_rank,
     compilers.label AS compiler,
+    compilers.name AS compiler_name,
+    compilers.version AS compiler_version,
     oss.name AS os,
     platforms.name AS platform,
     targets.name AS target,
-    variant_sets.variants AS variants,
-    stack_sets.stacks AS stacks
-FROM listings
-JOIN configurations ON configurations.id = listings.configuration_id
-{_CONFIGURATION_PARTS}
-JOIN stack_sets ON stack_sets.id = listings.stack_set_id;
-
-CREATE VIEW configuration_specs AS
-SELECT configurations.id AS configuration_id, {SPEC_SQL} AS spec
+    variant_sets.variants,
+    {SPEC_SQL} AS spec
 FROM configurations
-{_CONFIGURATION_PARTS};
+{_left_joined(_CONFIGURATION_PARTS)};
+
+-- The tag a question shows when none is given: develop, or else the first tag with pages in the usual order.
+CREATE VIEW default_tag AS
+SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1;
+
+-- How many binaries each tag has of each version of a package (counted by the build).
+CREATE VIEW version_tags AS
+SELECT
+    versions.package_id,
+    packages.name AS package,
+    versions.id AS version_id,
+    versions.version,
+    versions.version_rank,
+    tags.id AS tag_id,
+    tags.name AS tag,
+    tags.kind,
+    tags.snapshot_date,
+    tags.sort_order AS tag_order,
+    tag_version_counts.binaries
+FROM versions
+JOIN packages ON packages.id = versions.package_id
+JOIN tag_version_counts ON tag_version_counts.version_id = versions.id
+JOIN tags ON tags.id = tag_version_counts.tag_id;
 
 CREATE VIEW binary_stacks AS
 SELECT
@@ -412,6 +462,13 @@ COUNT_BINARIES = [
     JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
     JOIN compilers ON compilers.id = compiler_id
     GROUP BY tag_id, os_id, target_id, compiler_id""",
+    """INSERT INTO tag_version_counts
+    SELECT configurations.version_id, pages.tag_id, sum(n)
+    FROM page_listing_counts
+    CROSS JOIN pages ON pages.id = page_id
+    CROSS JOIN listings ON listings.id = listing_id
+    CROSS JOIN configurations ON configurations.id = listings.configuration_id
+    GROUP BY 1, 2""",
 ]
 # binaries and binary_stacks, counted per combination of the columns people facet and filter by.
 CUBES = [

@@ -41,9 +41,7 @@ _NOT_HERE = {
     "host": "archspec knows no CPU called “{}”.",
     "compiler": "No binary here was built with “{}”.",
 }
-DEFAULT_TAG_SQL = (
-    "SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1"
-)
+DEFAULT_TAG_SQL = "SELECT name FROM default_tag"
 _VARIANT_VALUES = (
     "SELECT name, value FROM variants UNION"
     " SELECT variants.name, variant_values.value FROM variant_values JOIN variants ON variants.id = variant_values.variant_id"

@@ -12,10 +12,7 @@ WITH RECURSIVE args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,
         lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 targets AS (
     SELECT specs.id FROM args CROSS JOIN specs

@@ -18,10 +18,7 @@ WITH args AS (
         lower(trim(coalesce(:host, ''))) AS host,
         replace(ltrim(trim(coalesce(:compiler, '')), '%'), '@=', '@') AS compiler,
         substr(trim(coalesce(:variant, '')), 1, 500) AS variant,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 -- The variant field split at spaces: every term has to match one of a binary's variants.
 terms(term, rest) AS (

@@ -54,10 +54,10 @@ missing AS (
 SELECT
     tags.name AS tag,
     packages.name AS package,
-    versions.version,
+    configuration_specs.version,
     specs.hash,
     listings_without_root.stacks,
-    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
+    configuration_specs.spec,
     pages.path
 FROM args
 CROSS JOIN (SELECT 1 FROM without_root LIMIT 1) AS any_without_root
@@ -67,9 +67,8 @@ CROSS JOIN tags ON tags.id = pages.tag_id
 CROSS JOIN packages ON packages.id = pages.package_id
 CROSS JOIN listings_without_root ON listings_without_root.id = missing.listing_id
 CROSS JOIN specs ON specs.id = missing.spec_id
-CROSS JOIN configurations ON configurations.id = listings_without_root.configuration_id
-CROSS JOIN versions ON versions.id = configurations.version_id
+CROSS JOIN configuration_specs ON configuration_specs.configuration_id = listings_without_root.configuration_id
 WHERE (args.tag = '' OR tags.name = args.tag)
   AND (args.package = '' OR packages.name = args.package)
-ORDER BY tags.sort_order, packages.name, versions.version_rank DESC, specs.hash
+ORDER BY tags.sort_order, packages.name, configuration_specs.version_rank DESC, specs.hash
 LIMIT 1000

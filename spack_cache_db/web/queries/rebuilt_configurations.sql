@@ -10,10 +10,7 @@
 WITH args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.id, tags.name FROM tags, args WHERE tags.name = args.tag),
 -- The pages read: the package's, or those of the first 100 packages by name (read in name order
@@ -38,15 +35,13 @@ repeated AS (
     HAVING count(*) > 1
 )
 SELECT
-    packages.name AS package,
-    versions.version,
+    configuration_specs.package,
+    configuration_specs.version,
     repeated.builds,
-    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
+    configuration_specs.spec,
     repeated.hashes,
     (SELECT name FROM chosen) AS tag
 FROM repeated
-JOIN packages ON packages.id = repeated.package_id
-JOIN configurations ON configurations.id = repeated.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-ORDER BY repeated.builds DESC, packages.name, versions.version_rank DESC, spec
+JOIN configuration_specs ON configuration_specs.configuration_id = repeated.configuration_id
+ORDER BY repeated.builds DESC, configuration_specs.package, configuration_specs.version_rank DESC, spec
 LIMIT 500

@@ -16,50 +16,32 @@ WITH args AS (
         lower(trim(coalesce(:package, ''))) AS package,
         lower(trim(coalesce(:platform, ''))) AS platform,
         trim(coalesce(:os, '')) AS os,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 runnable AS (
     -- A target with more ancestors is more specific: binaries built for it are tuned closer to the host.
-    SELECT targets.id, (SELECT count(*) FROM runs_on AS depth WHERE depth.host = runs_on.target) AS specificity
+    SELECT runs_on.target, (SELECT count(*) FROM runs_on AS depth WHERE depth.host = runs_on.target) AS specificity
     FROM args
     JOIN runs_on ON runs_on.host = args.host
-    JOIN targets ON targets.name = runs_on.target
 )
 SELECT
-    packages.name AS package,
-    versions.version,
-    targets.name AS target,
-    oss.name AS os,
-    compilers.label AS compiler,
-    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
-    specs.hash,
-    stack_sets.stacks,
-    'spack mirror add ' || tags.name || ' ' || tags.mirror_url || char(10)
-        || 'spack buildcache keys --install --trust' || char(10)
-        || 'spack install --use-buildcache only /' || specs.hash AS install,
-    tags.name AS tag
+    binaries.package,
+    binaries.version,
+    binaries.target,
+    binaries.os,
+    binaries.compiler,
+    binaries.spec,
+    binaries.hash,
+    binaries.stacks,
+    binaries.install,
+    binaries.tag
 FROM args
-JOIN tags ON tags.name = args.tag
-JOIN pages ON pages.tag_id = tags.id
-JOIN packages ON packages.id = pages.package_id
-JOIN page_specs ON page_specs.page_id = pages.id
-JOIN specs ON specs.id = page_specs.spec_id
-JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN compilers ON compilers.id = configurations.compiler_id
-JOIN oss ON oss.id = configurations.os_id
-JOIN platforms ON platforms.id = configurations.platform_id
-JOIN targets ON targets.id = configurations.target_id
-JOIN listings ON listings.id = page_specs.listing_id
-JOIN stack_sets ON stack_sets.id = listings.stack_set_id
-LEFT JOIN runnable ON runnable.id = configurations.target_id
-WHERE (args.host = '' OR runnable.id IS NOT NULL)
-  AND (args.package = '' OR packages.name = args.package)
-  AND (args.platform = '' OR platforms.name = args.platform)
-  AND (args.os = '' OR oss.name = args.os)
-ORDER BY packages.name, versions.version_rank DESC, runnable.specificity DESC, targets.name, oss.name,
-    compilers.label, specs.hash
+JOIN binaries ON binaries.tag = args.tag
+LEFT JOIN runnable ON runnable.target = binaries.target
+WHERE (args.host = '' OR runnable.target IS NOT NULL)
+  AND (args.package = '' OR binaries.package = args.package)
+  AND (args.platform = '' OR binaries.platform = args.platform)
+  AND (args.os = '' OR binaries.os = args.os)
+ORDER BY binaries.package, binaries.version_rank DESC, runnable.specificity DESC, binaries.target, binaries.os,
+    binaries.compiler, binaries.hash
 LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)

@@ -10,10 +10,7 @@ WITH args AS (
     SELECT
         trim(coalesce(:stack, '')) AS stack,
         CASE WHEN trim(coalesce(:stack, '')) = '' THEN 100 ELSE 1000 END AS row_limit,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 -- The tag's pages, each with its meta.num_specs_by_stack when the meta can be trusted, NULL when

@@ -9,10 +9,7 @@
 -- rows: [stack, stacks]
 -- chart: tag-overview
 WITH args AS (
-    SELECT coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-        SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-        ORDER BY sort_order LIMIT 1
-    )) AS tag,
+    SELECT coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag,
     lower(trim(coalesce(:package, ''))) AS package
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),

@@ -10,10 +10,7 @@
 -- button: Compare the tags
 -- rows: [change, changes]
 WITH newest AS (
-    SELECT coalesce(nullif(trim(coalesce(:to_tag, '')), ''), (
-        SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-        ORDER BY sort_order LIMIT 1
-    )) AS name
+    SELECT coalesce(nullif(trim(coalesce(:to_tag, '')), ''), (SELECT name FROM default_tag)) AS name
 ),
 args AS (
     SELECT

@@ -10,10 +10,7 @@
 WITH args AS (
     SELECT
         trim(coalesce(:stack, '')) AS stack,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
-            SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-            ORDER BY sort_order LIMIT 1
-        )) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 in_stack AS (

@@ -7,28 +7,10 @@
 -- button: Count them
 -- rows: [version in a tag, versions in tags]
 -- chart: package-history
-WITH args AS (
-    SELECT lower(trim(coalesce(:package, ''))) AS package
-),
-chosen AS (
-    SELECT packages.id, packages.name FROM packages, args
-    WHERE args.package = '' OR packages.name = args.package
-    ORDER BY packages.name LIMIT 20
+SELECT package, version, tag, binaries AS specs, version_rank, tag_order
+FROM version_tags
+WHERE package_id IN (  -- the package asked for, or the first 20 by name
+    SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
 )
-SELECT
-    chosen.name AS package,
-    versions.version,
-    tags.name AS tag,
-    count(*) AS specs,
-    versions.version_rank,
-    tags.sort_order AS tag_order
-FROM chosen
-JOIN pages ON pages.package_id = chosen.id
-JOIN tags ON tags.id = pages.tag_id
-JOIN page_specs ON page_specs.page_id = pages.id
-JOIN specs ON specs.id = page_specs.spec_id
-JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-GROUP BY versions.id, tags.id
-ORDER BY chosen.name, versions.version_rank DESC, tags.sort_order
+ORDER BY package, version_rank DESC, tag_order
 LIMIT 2000

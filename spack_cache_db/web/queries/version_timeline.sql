@@ -7,27 +7,7 @@
 -- button: Show the timeline
 -- rows: [version, versions]
 -- chart: package-history
-WITH args AS (
-    SELECT lower(trim(coalesce(:package, ''))) AS package
-),
-chosen AS (
-    SELECT packages.id, packages.name FROM packages, args
-    WHERE args.package = '' OR packages.name = args.package
-    ORDER BY packages.name LIMIT 20
-),
-presence AS (
-    SELECT DISTINCT chosen.name AS package, versions.version, versions.version_rank, tags.name AS tag,
-        tags.kind, tags.sort_order
-    FROM chosen
-    JOIN pages ON pages.package_id = chosen.id
-    JOIN tags ON tags.id = pages.tag_id
-    JOIN page_specs ON page_specs.page_id = pages.id
-    JOIN specs ON specs.id = page_specs.spec_id
-    JOIN configurations ON configurations.id = specs.configuration_id
-    JOIN versions ON versions.id = configurations.version_id
-),
--- Window functions, unlike GROUP BY, promise the order the tags are listed in (newest first).
-per_version AS (
+WITH per_version AS (
     SELECT
         package,
         version,
@@ -36,9 +16,12 @@ per_version AS (
         max(kind = 'develop') OVER tag_order AS in_develop,
         version_rank,
         row_number() OVER tag_order AS n
-    FROM presence
+    FROM version_tags
+    WHERE package_id IN (  -- the package asked for, or the first 20 by name
+        SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
+    )
     WINDOW tag_order AS (
-        PARTITION BY package, version ORDER BY sort_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+        PARTITION BY package_id, version_id ORDER BY tag_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
     )
 )
 SELECT
