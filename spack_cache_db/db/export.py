@@ -9,6 +9,7 @@ from pathlib import Path
 import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
+from spack_cache_db.db.load import BUILT_COLUMNS
 from spack_cache_db.normalise import Compiler, standard_tarball_url
 from spack_cache_db.read.files import read_start
 from spack_cache_db.read.pages import NAME
@@ -20,14 +21,16 @@ FROM pages JOIN tags ON tags.id = pages.tag_id JOIN packages ON packages.id = pa
 ORDER BY tags.name, packages.name
 """
 
-SPECS = """
+# A spec's fields: its configuration's parts, and Built's fields a configuration stores as they are (by name).
+SPECS = f"""
 SELECT specs.hash, configuration_specs.compiler_name AS compiler, configuration_specs.compiler_version,
     page_specs.compiler_exact, configuration_specs.os, configuration_specs.platform, specs.size, stack_sets.stacks,
     configuration_specs.target, configuration_specs.variants, configuration_specs.version, page_specs.extra,
-    page_specs.standard_tarball
+    page_specs.standard_tarball{"".join(f", configurations.{column}" for column in BUILT_COLUMNS)}
 FROM page_specs
 JOIN specs ON specs.id = page_specs.spec_id
 JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id
+JOIN configurations ON configurations.id = specs.configuration_id
 JOIN listings ON listings.id = page_specs.listing_id
 JOIN stack_sets ON stack_sets.id = listings.stack_set_id
 WHERE page_specs.page_id = ?
@@ -152,6 +155,7 @@ def _spec_entry(tag, package, row):
         "variants": json.loads(row["variants"]),
         "versions": [row["version"]],
     }
+    entry.update({column: row[column] for column in BUILT_COLUMNS if row[column] is not None})
     if row["extra"]:
         entry.update(json.loads(row["extra"]))
     if row["standard_tarball"]:

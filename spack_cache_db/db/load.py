@@ -19,7 +19,7 @@ _IDENTITY_OF = {
     for table, columns in schema.IDENTITY.items()
 }
 # Built's fields a configuration stores as they are (its other parts are rows of their own, named by id).
-_BUILT_COLUMNS = tuple(field for field in schema.COLUMNS["configurations"] if field in Built._fields)
+BUILT_COLUMNS = tuple(field for field in schema.COLUMNS["configurations"] if field in Built._fields)
 
 
 def _tarball_prefix(tarballs, document, built):
@@ -336,7 +336,7 @@ class Loader:
             platform_id=self._named_id("platforms", built.platform),
             target_id=self._named_id("targets", built.target),
             variant_set_id=self._variant_set_id(built.variants),
-            **{field: getattr(built, field) for field in _BUILT_COLUMNS},
+            **{field: getattr(built, field) for field in BUILT_COLUMNS},
         )
 
         def row(new_id):

@@ -27,6 +27,7 @@ from spack_cache_db.read.files import display_path, is_regular_file, kind_of, re
 from spack_cache_db.records import Binary, Built, Document, InputError, interned, one_line
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
+OPTIONAL_SPEC_FIELDS = ()  # fields that say what was built that a spec may leave out (_check_built reads them)
 
 
 class PageError(InputError):
@@ -552,6 +553,7 @@ def _text_list(entry, key, where):
 
 
 _SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
+_KNOWN_FIELDS = _SPEC_FIELD_SET | frozenset(OPTIONAL_SPEC_FIELDS)
 
 
 def page_document(page, configurations):
@@ -643,7 +645,7 @@ def parse_spec(entry, where, configurations):
 
 def _spec_extra(entry, where):
     """A spec's fields the format does not document (such as tarball), kept as they are."""
-    extra = {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET}
+    extra = {k: entry[k] for k in entry.keys() - _KNOWN_FIELDS}
     for key, value in extra.items():
         if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
             continue
@@ -679,6 +681,7 @@ def _built(entry, where, configurations):
                 entry["target"],
                 tuple(variants),
                 tuple(versions),
+                *map(entry.get, OPTIONAL_SPEC_FIELDS),
             )
             return configurations.built.get(text) or configurations.add(text, lambda: _check_built(entry, where))
         except TypeError:  # unhashable values, named by _check_built
