@@ -389,6 +389,36 @@ JOIN packages ON packages.id = versions.package_id
 JOIN tag_version_counts ON tag_version_counts.version_id = versions.id
 JOIN tags ON tags.id = tag_version_counts.tag_id;
 
+-- One row per version of a package: the tags that have it (as the build counted them), in the usual order.
+CREATE VIEW version_history AS
+SELECT
+    versions.package_id,
+    packages.name AS package,
+    versions.id AS version_id,
+    versions.version,
+    versions.version_rank,
+    (SELECT count(*) FROM tag_version_counts WHERE version_id = versions.id) AS tags,
+    (
+        SELECT json_group_object(tag, binaries) FROM (
+            SELECT tag, binaries FROM version_tags WHERE version_id = versions.id ORDER BY tag_order
+        )
+    ) AS specs_per_tag,
+    (SELECT tag FROM version_tags WHERE version_id = versions.id ORDER BY tag_order LIMIT 1) AS newest_tag,
+    (SELECT tag FROM version_tags WHERE version_id = versions.id ORDER BY tag_order DESC LIMIT 1) AS oldest_tag,
+    (
+        SELECT json_group_array(tag) FROM (
+            SELECT tag FROM version_tags WHERE version_id = versions.id AND kind = 'snapshot' ORDER BY tag_order
+        )
+    ) AS snapshots_newest_first,
+    (
+        SELECT json_group_array(tag) FROM (
+            SELECT tag FROM version_tags WHERE version_id = versions.id AND kind = 'release' ORDER BY tag_order
+        )
+    ) AS releases,
+    EXISTS (SELECT 1 FROM version_tags WHERE version_id = versions.id AND kind = 'develop') AS in_develop
+FROM versions
+JOIN packages ON packages.id = versions.package_id;
+
 CREATE VIEW binary_stacks AS
 SELECT
     tags.name AS tag,

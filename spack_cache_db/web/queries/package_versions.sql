@@ -8,26 +8,10 @@
 -- button: Show the versions
 -- rows: [version, versions]
 -- chart: package-history
-WITH per_version AS (
-    SELECT
-        package,
-        version,
-        count(*) OVER tag_order AS tags,
-        json_group_object(tag, binaries) OVER tag_order AS specs_per_tag,
-        first_value(tag) OVER tag_order AS newest_tag,
-        last_value(tag) OVER tag_order AS oldest_tag,
-        version_rank,
-        row_number() OVER tag_order AS n
-    FROM version_tags
-    WHERE package_id IN (  -- the package asked for, or the first 20 by name
-        SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
-    )
-    WINDOW tag_order AS (
-        PARTITION BY package_id, version_id ORDER BY tag_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
-    )
-)
 SELECT package, version, tags, specs_per_tag, newest_tag, oldest_tag, version_rank
-FROM per_version
-WHERE n = 1
+FROM version_history
+WHERE tags > 0 AND package_id IN (  -- the package asked for, or the first 20 by name
+    SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
+)
 ORDER BY package, version_rank DESC
 LIMIT 1000

@@ -7,23 +7,6 @@
 -- button: Show the timeline
 -- rows: [version, versions]
 -- chart: package-history
-WITH per_version AS (
-    SELECT
-        package,
-        version,
-        json_group_array(tag) FILTER (WHERE kind = 'snapshot') OVER tag_order AS snapshots_newest_first,
-        json_group_array(tag) FILTER (WHERE kind = 'release') OVER tag_order AS releases,
-        max(kind = 'develop') OVER tag_order AS in_develop,
-        version_rank,
-        row_number() OVER tag_order AS n
-    FROM version_tags
-    WHERE package_id IN (  -- the package asked for, or the first 20 by name
-        SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
-    )
-    WINDOW tag_order AS (
-        PARTITION BY package_id, version_id ORDER BY tag_order ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
-    )
-)
 SELECT
     package,
     version,
@@ -33,7 +16,9 @@ SELECT
     releases,
     in_develop,
     version_rank
-FROM per_version
-WHERE n = 1
+FROM version_history
+WHERE tags > 0 AND package_id IN (  -- the package asked for, or the first 20 by name
+    SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
+)
 ORDER BY package, version_rank DESC
 LIMIT 1000
