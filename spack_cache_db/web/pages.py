@@ -12,8 +12,11 @@ from urllib.parse import urlencode
 from datasette import hookimpl
 from datasette.utils import tilde_decode
 
-from spack_cache_db.web import cells, metadata, package, questions
+from spack_cache_db.web import cells, metadata, package, questions, views
 from spack_cache_db.web.metadata import PLUGIN
+
+# What a question's page shows after its answer, for questions that have a page of their own to go on to.
+AFTER_ANSWER = {"dependency_tree": "_spack_tree_link.html", "hash_lookup": "_spack_hash_links.html"}
 
 
 @hookimpl
@@ -109,6 +112,9 @@ async def _question_vars(datasette, database, request):
         "spack_fields": await questions.form_fields(datasette, database, query, request),
         "spack_sentences": sentences,
         "spack_database_path": datasette.urls.database(database),
+        "spack_after_answer": AFTER_ANSWER.get(name),
+        "spack_tree_url": lambda args: views.page_url(datasette, database, views.DEPENDENCIES, args),
+        "spack_diff_url": lambda args: views.page_url(datasette, database, views.DIFF, args),
     }
     if name == "package":
         page = await package.package_page(datasette, database, request)
