@@ -336,7 +336,7 @@ async def test_the_package_page(ds, cache_db):
 
 async def test_the_package_page_without_a_package_asks_for_one(ds):
     text = await page(ds, "/cache/package")
-    assert 'name="package"' in text and 'href="/cache/packages"' in text
+    assert 'name="package"' in text and 'href="/cache/-/packages"' in text
     assert sentences(text) == []
 
 

@@ -14,7 +14,7 @@ import functools
 import json
 import sqlite3
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spack_cache_db.query import lookup
 from spack_cache_db.query.lookup import QueryError
@@ -48,11 +48,10 @@ class Kind:
 
     deptypes: tuple
     virtuals: tuple
+    needed: bool = field(init=False)  # whether installing the dependent needs it (a link or run dependency)
 
-    @property
-    def needed(self):
-        """Whether installing the dependent needs it (a link or run dependency)."""
-        return bool(NEEDED_TO_INSTALL & set(self.deptypes))
+    def __post_init__(self):
+        object.__setattr__(self, "needed", bool(NEEDED_TO_INSTALL & set(self.deptypes)))
 
 
 @dataclass(frozen=True)
@@ -200,7 +199,7 @@ def dependency_tree(conn, hash_text, tag_name=None, build=False):
     children = {
         spec_id: sorted(
             ((dependency_id, kind) for dependency_id, kind in spec_edges if build or kind.needed),
-            key=lambda edge: specs[edge[0]].sort_key(),
+            key=lambda edge: specs[edge[0]].sort_key,
         )
         for spec_id, spec_edges in edges.items()
     }
@@ -226,9 +225,7 @@ def _dependencies(root, specs, children, listed, depth):
     for spec_id, spec_edges in children.items():
         for dependency_id, kind in spec_edges:
             incoming[dependency_id].append((spec_id, kind))
-    order = [root.id] + sorted(
-        (spec_id for spec_id in children if spec_id != root.id), key=lambda i: specs[i].sort_key()
-    )
+    order = [root.id] + sorted((spec_id for spec_id in children if spec_id != root.id), key=lambda i: specs[i].sort_key)
     found = {}
     for spec_id in order:
         spec = specs[spec_id]
@@ -239,7 +236,7 @@ def _dependencies(root, specs, children, listed, depth):
             depth=depth[spec_id],
             deptypes=_in_spack_order({deptype for _, kind in into for deptype in kind.deptypes}),
             virtuals=tuple(sorted({virtual for _, kind in into for virtual in kind.virtuals})),
-            dependents=tuple(specs[i].hash for i in sorted({i for i, _ in into}, key=lambda i: specs[i].sort_key())),
+            dependents=tuple(specs[i].hash for i in sorted({i for i, _ in into}, key=lambda i: specs[i].sort_key)),
             build_only=spec_id not in needed,
         )
     return found

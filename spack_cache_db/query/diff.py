@@ -152,7 +152,7 @@ def _side(conn, spec):
     edge_kinds = dependencies.kinds(conn)
     specs = lookup.describe(conn, [dependency_id for dependency_id, _ in edges])
     found = {}
-    for dependency_id, kind_id in sorted(edges, key=lambda edge: specs[edge[0]].sort_key()):
+    for dependency_id, kind_id in sorted(edges, key=lambda edge: specs[edge[0]].sort_key):
         dependency = specs[dependency_id]
         key = dependency.package
         while key in found:  # two builds of one package: told apart by their order

@@ -5,6 +5,7 @@ Datasette's connection (Database.execute_fn).
 """
 
 import difflib
+import functools
 import json
 import re
 import sqlite3
@@ -98,6 +99,7 @@ class Spec:
     variants: tuple  # as the spec lists them
     spec: str  # Spack's spec string
 
+    @functools.cached_property
     def sort_key(self):
         """Package name, newest version first, then hash: how lists of specs are ordered."""
         return (self.package, -self.version_rank, self.hash)

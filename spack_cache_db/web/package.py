@@ -25,9 +25,12 @@ _FILTER_CHOICES = {
     "target": "SELECT DISTINCT targets.name FROM {configurations} JOIN targets ON targets.id = target_id ORDER BY 1",
     "host": "SELECT name, family FROM microarchitectures ORDER BY family, name",
 }
+# The package's configurations that some tag lists (a listing is a listed configuration): not those of specs
+# that are only dependencies.
 _CONFIGURATIONS = (
     "(SELECT configurations.* FROM packages JOIN versions ON versions.package_id = packages.id"
-    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?)"
+    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?"
+    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id))"
 )
 _TAGS = (
     "SELECT tags.name, tags.kind, tags.snapshot_date, pages.num_specs FROM packages"

@@ -72,7 +72,8 @@ async def template_vars(datasette, template, database, request):
 
 
 async def question_sections(datasette, database):
-    """[{heading, items: [{title, description, url}]}] of the questions setting, and the names it lists."""
+    """[{heading, items: [{title, description, url}]}] of the questions setting (canned queries by name, tables,
+    pages of our own), and the names of the queries and tables it lists."""
     queries = await datasette.get_canned_queries(database, None)
     sections, listed = [], set()
     for section in (datasette.plugin_config(PLUGIN) or {}).get("questions", []):
@@ -84,6 +85,10 @@ async def question_sections(datasette, database):
                 items.append(
                     {"title": query.get("title", item), "description": query.get("description", ""), "url": url}
                 )
+            elif isinstance(item, dict) and "page" in item:
+                url = views.page_url(datasette, database, item["page"])
+                items.append({"title": item["title"], "description": item.get("description", ""), "url": url})
+                continue
             elif isinstance(item, dict):
                 description = datasette.table_metadata(database, item["table"]).get("description", "")
                 url = datasette.urls.table(database, item["table"])
@@ -127,6 +132,7 @@ async def _question_vars(datasette, database, request):
                 "spack_package": page,
                 "spack_matrix": lambda rows: package.matrix(rows, page_url),
                 "spack_page_url": page_url,
+                "spack_list_url": views.page_url(datasette, database, views.PACKAGES),
                 "spack_cell": lambda column, value: cell(datasette, database, None, column, value) or value,
                 "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),
             }

@@ -1,11 +1,11 @@
 """Pages of our own beside Datasette's, for the databases this project built: /<database>/-/dependencies
-(a binary's dependency tree, tree.py) and /<database>/-/diff (two specs compared, spec_diff.py), each
-also as JSON with .json."""
+(a binary's dependency tree, tree.py), /<database>/-/diff (two specs compared, spec_diff.py) and
+/<database>/-/packages (the package list with counts, package_list.py), each also as JSON with .json."""
 
 from datasette import hookimpl
 
-from spack_cache_db.web import spec_diff, tree
-from spack_cache_db.web.views import DEPENDENCIES, DIFF
+from spack_cache_db.web import package_list, spec_diff, tree
+from spack_cache_db.web.views import DEPENDENCIES, DIFF, PACKAGES
 
 
 @hookimpl
@@ -13,4 +13,5 @@ def register_routes():
     return [
         (rf"^/(?P<database>[^/]+)/-/{DEPENDENCIES}(?P<format>\.json)?$", tree.view),
         (rf"^/(?P<database>[^/]+)/-/{DIFF}(?P<format>\.json)?$", spec_diff.view),
+        (rf"^/(?P<database>[^/]+)/-/{PACKAGES}(?P<format>\.json)?$", package_list.view),
     ]

@@ -5,6 +5,7 @@ compared part by part, as `build_db.py diff A B` compares them. With one hash, a
 from spack_cache_db.query import diff
 from spack_cache_db.query.lookup import QueryError
 from spack_cache_db.web import cells, views
+from spack_cache_db.web.tree import chips
 
 TEMPLATE = "spack_diff.html"
 
@@ -30,5 +31,6 @@ async def view(datasette, request):
         "tree_url": lambda spec_hash: views.page_url(datasette, database, views.DEPENDENCIES, {"hash": spec_hash}),
         "package_url": lambda package: cells.package_url(database_path, package),
         "hash_url": lambda spec_hash: cells.hash_url(database_path, spec_hash),
+        "chips": chips,
     }
     return await views.render(datasette, request, TEMPLATE, database, views.status_of(error), context)

@@ -11,7 +11,7 @@ from markupsafe import Markup
 from spack_cache_db.query.lookup import QueryError
 from spack_cache_db.web import metadata, questions
 
-DEPENDENCIES, DIFF = "dependencies", "diff"  # the pages' names in their addresses
+DEPENDENCIES, DIFF, PACKAGES = "dependencies", "diff", "packages"  # the pages' names in their addresses
 
 
 def page_url(datasette, database, page, args=(), as_json=False):
