@@ -119,6 +119,6 @@ def nested_html(tree, tree_url, package_url):
             f'<li class="spack-node" style="--depth: {depth}" id="spec-{spec.hash}">{_status_html(line.dependency.status)}'
             f' <a class="spack-hash" href="{escape(tree_url(spec.hash))}" title="its own dependencies"><code>{spec.hash[:7]}</code></a>'
             f' {caret}<a class="spack-package" href="{escape(package_url(spec.package))}">{escape(spec.package)}</a>'
-            f' <code class="spack-spec">{escape(spec.spec[len(spec.package) :])}</code> {how}</li>'
+            f'<code class="spack-spec">{escape(spec.spec[len(spec.package) :])}</code> {how}</li>'
         )
     return Markup(f'<ol class="spack-tree">{"".join(items)}</ol>')
