@@ -82,7 +82,7 @@ async def test_the_tree_page_toggles_by_links_and_refers_back_to_shared_subtrees
 async def test_the_tree_page_says_what_was_wrong(index_db):
     c = await client(index_db)
     short = await c.get("/cache/-/dependencies?hash=u5u")
-    assert short.status_code == 400 and "expected at least 4 characters" in short.text
+    assert short.status_code == 400 and "expected 4 to 32 characters" in short.text
     unknown = await c.get("/cache/-/dependencies?hash=aaaa")
     assert unknown.status_code == 404 and "no spec&#39;s hash starts with &#39;aaaa&#39;" in unknown.text
     assert (await c.get("/cache/-/dependencies.json")).json() == {

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from spack_cache_db.db.connection import database_uri
 
 MIN_PREFIX = 4  # characters of a hash: fewer match too many specs to tell
+HASH_LENGTH = 32
 CANDIDATES_SHOWN = 10  # specs an ambiguous prefix lists
 _PREFIX = re.compile(r"[a-z2-7]+")  # Spack's base32 alphabet
 
@@ -123,9 +124,9 @@ def open_database(path):
 
 
 def is_hash_prefix(text):
-    """Whether text can name a spec: 4 or more characters of Spack's base32 alphabet (a leading / is allowed)."""
+    """Whether text can name a spec: 4 to 32 characters of Spack's base32 alphabet (a leading / is allowed)."""
     prefix = _prefix(text)
-    return len(prefix) >= MIN_PREFIX and bool(_PREFIX.fullmatch(prefix))
+    return MIN_PREFIX <= len(prefix) <= HASH_LENGTH and bool(_PREFIX.fullmatch(prefix))
 
 
 def _prefix(text):
@@ -143,12 +144,13 @@ def spec_by_hash(conn, text):
     """The one spec whose hash is text or starts with it (a leading / is allowed, as Spack writes it)."""
     if not is_hash_prefix(text):
         raise QueryError(
-            f"hash: expected at least {MIN_PREFIX} characters of Spack's base32 alphabet (a-z, 2-7), found {text!r}"
+            f"hash: expected {MIN_PREFIX} to {HASH_LENGTH} characters of Spack's base32 alphabet (a-z, 2-7),"
+            f" found {text!r:.80}"
         )
     prefix = _prefix(text)
     ids = hashes_starting(conn, text)
     if not ids:
-        raise QueryError(f"hash: no spec's hash starts with {prefix!r}", not_found=True)
+        raise QueryError(f"hash: no spec's hash starts with {prefix!r:.80}", not_found=True)
     if len(ids) > 1:
         more = " or more" if len(ids) > CANDIDATES_SHOWN else ""
         raise QueryError(
@@ -180,7 +182,7 @@ def tag_named(conn, name):
     known = [row[0] for row in conn.execute("SELECT name FROM tags ORDER BY sort_order")]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f": did you mean {' or '.join(close)}?" if close else ""
-    raise QueryError(f"tag: no tag here is called {name!r}{hint}", not_found=True)
+    raise QueryError(f"tag: no tag here is called {name!r:.80}{hint}", not_found=True)
 
 
 def package_not_found(conn, name):
@@ -188,7 +190,9 @@ def package_not_found(conn, name):
     known = [row[0] for row in conn.execute("SELECT name FROM packages")]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f": did you mean {' or '.join(close)}?" if close else ""
-    return QueryError(f"package: no package here is called {name!r}, and no hash starts with it{hint}", not_found=True)
+    return QueryError(
+        f"package: no package here is called {name!r:.80}, and no hash starts with it{hint}", not_found=True
+    )
 
 
 def appearances(conn, spec_id):

@@ -12,6 +12,7 @@ from spack_cache_db.query.lookup import QueryError
 from spack_cache_db.web import metadata, questions
 
 DEPENDENCIES, DIFF, PACKAGES = "dependencies", "diff", "packages"  # the pages' names in their addresses
+PAGES = (DEPENDENCIES, DIFF, PACKAGES)
 
 
 def page_url(datasette, database, page, args=(), as_json=False):
