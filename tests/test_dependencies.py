@@ -220,6 +220,12 @@ def test_a_question_that_cannot_be_answered_is_one_line(index_db, args, status, 
     assert terminal(*args, db=index_db) == (status, "", message + "\n")
 
 
+def test_a_database_built_from_pages_says_where_dependencies_come_from(cache_db):
+    spec_hash = sqlite3.connect(cache_db).execute("SELECT hash FROM specs LIMIT 1").fetchone()[0]
+    assert terminal("deps", spec_hash, db=cache_db) == (1, "", f"Error: {lookup.NO_EDGES}\n")
+    assert terminal("dependents", "bolt", db=cache_db) == (1, "", f"Error: {lookup.NO_EDGES}\n")
+
+
 def test_a_file_that_is_not_our_database_is_one_line(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("not a database")

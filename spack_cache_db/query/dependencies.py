@@ -17,7 +17,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from spack_cache_db.query import lookup
-from spack_cache_db.query.lookup import QueryError
 from spack_cache_db.web import describe
 
 NEEDED_TO_INSTALL = frozenset({"link", "run"})
@@ -188,13 +187,8 @@ def dependency_tree(conn, hash_text, tag_name=None, build=False):
     newest tag that lists it); with build, build-only dependencies too."""
     root = lookup.spec_by_hash(conn, hash_text)
     tag = lookup.chosen_tag(conn, root, tag_name)
-    edge_kinds = kinds(conn)
-    followed = [kind_id for kind_id, kind in edge_kinds.items() if build or kind.needed]
-    edges = {}  # spec id -> [(dependency id, Kind)] of every edge of the specs reached
-    for spec_id, dependency_id, kind_id in conn.execute(_REACHED, {"root": root.id, "kinds": json.dumps(followed)}):
-        edges.setdefault(spec_id, [])
-        if dependency_id is not None:
-            edges[spec_id].append((dependency_id, edge_kinds[kind_id]))
+    lookup.require_edges(conn)
+    edges = _reached(conn, root.id, build)
     specs = lookup.describe(conn, edges)
     children = {
         spec_id: sorted(
@@ -218,9 +212,25 @@ def dependency_tree(conn, hash_text, tag_name=None, build=False):
     )
 
 
+def _reached(conn, root_id, build):
+    """{spec id: [(dependency id, Kind)]} of every edge of the specs reached from the root (through link and
+    run edges, or every edge with build)."""
+    edge_kinds = kinds(conn)
+    followed = [kind_id for kind_id, kind in edge_kinds.items() if build or kind.needed]
+    edges = {}
+    for spec_id, dependency_id, kind_id in conn.execute(_REACHED, {"root": root_id, "kinds": json.dumps(followed)}):
+        edges.setdefault(spec_id, [])
+        if dependency_id is not None:
+            edges[spec_id].append((dependency_id, edge_kinds[kind_id]))
+    return edges
+
+
 def _dependencies(root, specs, children, listed, depth):
     """{id: Dependency} of every spec reached: the root first, then in sort order."""
-    needed, _ = _breadth_first(root.id, {u: [(v, k) for v, k in edges if k.needed] for u, edges in children.items()})
+    needed_edges = {
+        spec_id: [edge for edge in spec_edges if edge[1].needed] for spec_id, spec_edges in children.items()
+    }
+    needed, _ = _breadth_first(root.id, needed_edges)
     incoming = {spec_id: [] for spec_id in children}
     for spec_id, spec_edges in children.items():
         for dependency_id, kind in spec_edges:
@@ -293,12 +303,10 @@ def dependents(conn, target, tag_name=None):
         raise lookup.package_not_found(conn, text.lower())
     if tag_name:
         lookup.tag_named(conn, tag_name)
+    lookup.require_edges(conn)
     cursor = conn.cursor()
     cursor.row_factory = sqlite3.Row
-    found = [dict(row) for row in cursor.execute(_dependents_sql(), {**params, "tag": tag_name or ""})]
-    if found and found[0]["package"] is None:  # the question's sentence: the database has no edges
-        raise QueryError(found[0]["stacks"], not_found=True)
-    return found
+    return [dict(row) for row in cursor.execute(_dependents_sql(), {**params, "tag": tag_name or ""})]
 
 
 @functools.cache

@@ -75,6 +75,12 @@ LIMIT 1
 """
 
 
+NO_EDGES = (
+    "This database has no dependencies: they come from build-cache indexes (build it from a"
+    " cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them."
+)
+
+
 class QueryError(Exception):
     """What was wrong with a question, in one line. not_found: the question was well put but the database
     has no answer (exit status 1, HTTP 404); otherwise the question itself was wrong (2, 400)."""
@@ -159,6 +165,12 @@ def spec_by_hash(conn, text):
             candidates=describe(conn, ids[:CANDIDATES_SHOWN]).values(),
         )
     return describe(conn, ids)[ids[0]]
+
+
+def require_edges(conn):
+    """A QueryError that says where dependencies come from, when the database has none (built from pages)."""
+    if not conn.execute("SELECT 1 FROM spec_dependencies LIMIT 1").fetchone():
+        raise QueryError(NO_EDGES, not_found=True)
 
 
 def describe(conn, ids):
