@@ -75,6 +75,7 @@ LIMIT 1
 """
 
 
+HAS_EDGES = "SELECT 1 FROM spec_dependencies LIMIT 1"  # a row when the database has dependencies
 NO_EDGES = (
     "This database has no dependencies: they come from build-cache indexes (build it from a"
     " cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them."
@@ -169,7 +170,7 @@ def spec_by_hash(conn, text):
 
 def require_edges(conn):
     """A QueryError that says where dependencies come from, when the database has none (built from pages)."""
-    if not conn.execute("SELECT 1 FROM spec_dependencies LIMIT 1").fetchone():
+    if not conn.execute(HAS_EDGES).fetchone():
         raise QueryError(NO_EDGES, not_found=True)
 
 

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from datasette import hookimpl
 from datasette.utils import tilde_decode
 
+from spack_cache_db.query import lookup
 from spack_cache_db.web import cells, metadata, package, questions, views
 from spack_cache_db.web.metadata import PLUGIN
 
@@ -118,6 +119,7 @@ async def _question_vars(datasette, database, request):
         "spack_sentences": sentences,
         "spack_database_path": datasette.urls.database(database),
         "spack_after_answer": AFTER_ANSWER.get(name),
+        "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),
         "spack_tree_url": lambda args: views.page_url(datasette, database, views.DEPENDENCIES, args),
         "spack_diff_url": lambda args: views.page_url(datasette, database, views.DIFF, args),
     }
