@@ -1,5 +1,7 @@
-"""The command line: build (the default), export and check."""
+"""The command line: build (the default), export, check and metadata; questions asked of a built database
+(deps, dependents, diff: spack_cache_db.query answers them, as it does on the web)."""
 
+import json
 import signal
 import sys
 import time
@@ -13,6 +15,8 @@ from spack_cache_db.build import BuildError
 from spack_cache_db.build import build as build_database
 from spack_cache_db.db import check as check_module
 from spack_cache_db.db import export as export_module
+from spack_cache_db.query import dependencies, lookup
+from spack_cache_db.query import diff as diff_module
 from spack_cache_db.read import inputs
 from spack_cache_db.records import InputError
 from spack_cache_db.web import describe as describe_module
@@ -241,3 +245,93 @@ def metadata(output, check):
         click.echo(f"Error: {error}", err=True)
         sys.exit(1)
     click.echo(f"Wrote {output} ({len(describe_module.read_queries())} canned queries)")
+
+
+_DATABASE = click.option(
+    "--db",
+    "database",
+    default="cache.db",
+    show_default=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Database to ask (one the build command made).",
+)
+_FORMAT = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json: what the web page's .json gives.",
+)
+
+
+def _ask(database, question):
+    """question(conn) on the database; a question it cannot answer is one line on stderr and exit status 1
+    (nothing found) or 2 (the question is wrong)."""
+    try:
+        conn = lookup.open_database(database)
+        try:
+            return question(conn)
+        finally:
+            conn.close()
+    except lookup.QueryError as error:
+        click.echo(f"Error: {error}", err=True)
+        for spec in error.candidates:
+            click.echo(f"  /{spec.hash}  {spec.spec}", err=True)
+        sys.exit(1 if error.not_found else 2)
+
+
+def _print_json(answer):
+    click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("spec_hash", metavar="HASH")
+@_DATABASE
+@click.option("--tree", "nested", is_flag=True, help="Nested, as `spack spec` shows it: each spec expanded once.")
+@click.option("--build", is_flag=True, help="Include build-only dependencies (compilers, cmake) and theirs.")
+@click.option("--tag", help="Whose build cache to mark them in (default: the newest tag that has the binary).")
+@_FORMAT
+def deps(spec_hash, database, nested, build, tag, output_format):
+    """What `spack install /HASH` needs: the binary's link and run dependencies, transitively, each once, marked
+    [+] in the tag's build cache, [e] external or - not in it. HASH may be its first 4 or more characters."""
+    tree = _ask(database, lambda conn: dependencies.dependency_tree(conn, spec_hash, tag, build))
+    if output_format == "json":
+        _print_json(tree.as_json())
+    else:
+        click.echo(tree.text(nested))
+
+
+@cli.command()
+@click.argument("target", metavar="PACKAGE|HASH")
+@_DATABASE
+@click.option("--tag", help="The tag whose binaries to list (default: develop, or the newest tag).")
+@_FORMAT
+def dependents(target, database, tag, output_format):
+    """Which binaries of a tag link against PACKAGE (any of its binaries) or against one binary (/HASH),
+    directly or through other libraries: the dependents question's answer. Exit 1 when none does."""
+    found = _ask(database, lambda conn: dependencies.dependents(conn, target, tag))
+    if output_format == "json":
+        _print_json(found)
+    else:
+        for row in found:
+            how = "directly" if row["directly"] == "yes" else "through others"
+            click.echo(f"{row['hash'][:7]}  {row['spec']}  ({how}; {', '.join(json.loads(row['stacks']))})")
+    if not found:
+        click.echo(f"No binary of {tag or 'the default tag'} links against {target}.", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("hash_a", metavar="HASH1")
+@click.argument("hash_b", metavar="HASH2")
+@_DATABASE
+@_FORMAT
+def diff(hash_a, hash_b, database, output_format):
+    """What differs between two specs: version, compiler, os, platform, target, variants, direct
+    dependencies, tags and stacks. Each HASH may be its first 4 or more characters."""
+    found = _ask(database, lambda conn: diff_module.spec_diff(conn, hash_a, hash_b))
+    if output_format == "json":
+        _print_json(found.as_json())
+    else:
+        click.echo(found.text())

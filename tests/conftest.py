@@ -18,3 +18,18 @@ def cache_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("samples") / "cache.db"
     build(SAMPLES, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def index_db(tmp_path_factory):
+    """cache.db built from Spack's sample indexes: Database 8 as develop (dependencies with deptypes and
+    virtuals, build-only ones, an external gcc, gcc-runtime shared by libdwarf and libelf) and Database 7
+    as v0.23.0, each a v2 mirror."""
+    from mirrors import sample_index, write_v2
+
+    folder = tmp_path_factory.mktemp("indexes")
+    for version in ("7", "8"):
+        write_v2(folder / f"v{version}", sample_index(version))
+    path = folder / "cache.db"
+    build([f"develop={folder / 'v8'}", f"v0.23.0={folder / 'v7'}"], path)
+    return path

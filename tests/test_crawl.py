@@ -53,10 +53,10 @@ def _canonical(url):
     return urllib.parse.urlunsplit(parts._replace(query=query))
 
 
-def crawl(base, depth=DEPTH):
-    """{url: (status, the page it was found on)} of every page of base reachable from / in depth links."""
-    found = {base + "/": (None, None)}
-    level = [base + "/"]
+def crawl(base, depth=DEPTH, start="/"):
+    """{url: (status, the page it was found on)} of every page of base reachable from start in depth links."""
+    found = {base + start: (None, None)}
+    level = [base + start]
     with ThreadPoolExecutor(max_workers=4) as pool:
         for step in range(depth + 1):
             answers = list(pool.map(fetch, level))
@@ -74,8 +74,8 @@ def crawl(base, depth=DEPTH):
     return found
 
 
-def assert_every_page_answers(base, depth=DEPTH):
-    found = crawl(base, depth)
+def assert_every_page_answers(base, depth=DEPTH, start="/"):
+    found = crawl(base, depth, start)
     failed = {url: (status, on) for url, (status, on) in found.items() if status != 200}
     assert not failed, "\n".join(f"{status} {url} (linked from {on})" for url, (status, on) in failed.items())
     return found
@@ -124,3 +124,5 @@ def test_every_page_of_a_database_built_from_indexes_answers(tmp_path):
         found = assert_every_page_answers(base)
     assert any(url.startswith(f"{base}/cache/dependency_tree?hash=") for url in found)
     assert any(url.startswith(f"{base}/cache/dependents?") for url in found)
+    assert any(url.startswith(f"{base}/cache/-/dependencies?") for url in found)
+    assert f"{base}/cache/-/packages" in found

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from paths import METADATA_YML, ROOT
 
 from spack_cache_db.cli import cli
-from spack_cache_db.web import describe
+from spack_cache_db.web import describe, views
 
 METADATA = describe.build_metadata()
 DATABASE = METADATA["databases"]["cache"]
@@ -194,10 +194,14 @@ def test_the_questions_listed_first_are_queries_and_tables_of_the_database(cache
         for item in section["items"]:
             if isinstance(item, str):
                 assert item in QUERIES, item
+            elif "page" in item:
+                assert item["page"] in views.PAGES and item["title"].strip(), item
             else:
                 assert item["table"] in tables and item["title"].strip(), item
                 assert set(item.get("columns", [])) <= set(tables[item["table"]]), item
     listed = {
-        item if isinstance(item, str) else item["table"] for s in SITE_SETTINGS["questions"] for item in s["items"]
+        item if isinstance(item, str) else ("page", item["page"]) if "page" in item else item["table"]
+        for s in SITE_SETTINGS["questions"]
+        for item in s["items"]
     }
     assert len(listed) == sum(len(s["items"]) for s in SITE_SETTINGS["questions"]), "each listed once"

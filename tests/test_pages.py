@@ -336,7 +336,7 @@ async def test_the_package_page(ds, cache_db):
 
 async def test_the_package_page_without_a_package_asks_for_one(ds):
     text = await page(ds, "/cache/package")
-    assert 'name="package"' in text and 'href="/cache/packages"' in text
+    assert 'name="package"' in text and 'href="/cache/-/packages"' in text
     assert sentences(text) == []
 
 
@@ -397,7 +397,7 @@ async def test_the_package_page_shows_what_its_binaries_depend_on_and_who_links_
     assert "Packages of develop whose binaries link against libelf" in text_of(section)
     assert re.search(r'href="/cache/package\?package=libdwarf">libdwarf</a> \(2\)', section)
     assert 'href="/cache/dependents?package=libelf&amp;tag=develop"' in section
-    assert 'href="/cache/dependency_tree?hash=' in section
+    assert 'href="/cache/-/dependencies?hash=' in section
 
 
 async def test_the_package_page_of_a_pages_only_database_says_where_dependencies_come_from(ds):

@@ -8,6 +8,10 @@ package-history dashboard's, drawn on the page.
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from datasette.utils import path_with_replaced_args
+
+from spack_cache_db.query import diff, lookup
+from spack_cache_db.web import views
 from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
@@ -21,9 +25,12 @@ _FILTER_CHOICES = {
     "target": "SELECT DISTINCT targets.name FROM {configurations} JOIN targets ON targets.id = target_id ORDER BY 1",
     "host": "SELECT name, family FROM microarchitectures ORDER BY family, name",
 }
+# The package's configurations that some tag lists (a listing is a listed configuration): not those of specs
+# that are only dependencies.
 _CONFIGURATIONS = (
     "(SELECT configurations.* FROM packages JOIN versions ON versions.package_id = packages.id"
-    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?)"
+    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?"
+    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id))"
 )
 _TAGS = (
     "SELECT tags.name, tags.kind, tags.snapshot_date, pages.num_specs FROM packages"
@@ -91,6 +98,10 @@ class PackagePage:
     dependencies: list  # [(package, versions, deptypes, binaries that need it, external)] in the tag
     dependents: list  # [(package, binaries)]: packages of the tag that link against this one
     has_dependencies: bool  # whether the database has any (build-cache indexes give them, pages do not)
+    differences: diff.Differences | None  # with differences=1: what varies among the binaries listed
+    differences_url: str  # the page with the other choice of differences
+    tree_url: str  # the dependency tree of the first binary listed
+    diff_url: str  # where the binaries ticked are compared
 
 
 async def package_page(datasette, database, request):
@@ -115,19 +126,33 @@ async def package_page(datasette, database, request):
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
     found = await datasette.execute(database, find_binaries["sql"], {**filters, "package": package, "tag": tag})
     dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
-    has_dependencies = bool(await rows(datasette, database, "SELECT 1 FROM spec_dependencies LIMIT 1"))
+    has_dependencies = bool(await rows(datasette, database, lookup.HAS_EDGES))
+    binaries = [dict(zip(found.columns, row, strict=True)) for row in found.rows]
+    only_differences = request.args.get("differences") == "1"
     return PackagePage(
         package=package,
         tags=tags,
         tag=tag,
         filters=filters,
         choices=choices,
-        binaries=[dict(zip(found.columns, row, strict=True)) for row in found.rows],
+        binaries=binaries,
         charts=dashboard.get("charts", {}),
         dependencies=await rows(datasette, database, _DEPENDENCIES, [package, tag]) if has_dependencies else [],
         dependents=await rows(datasette, database, _DEPENDENTS, [package, tag]) if has_dependencies else [],
         has_dependencies=has_dependencies,
+        differences=await _differences(datasette, database, binaries) if only_differences and binaries else None,
+        differences_url=path_with_replaced_args(request, {"differences": None if only_differences else "1"})
+        + "#binaries",
+        tree_url=views.page_url(
+            datasette, database, views.DEPENDENCIES, {"hash": binaries[0]["hash"] if binaries else "", "tag": tag}
+        ),
+        diff_url=views.page_url(datasette, database, views.DIFF),
     )
+
+
+async def _differences(datasette, database, binaries):
+    builds = [{"hash": binary["hash"], "stacks": binary["stacks"]} for binary in binaries]
+    return await datasette.get_database(database).execute_fn(lambda conn: diff.differences(conn, builds))
 
 
 def matrix(query_rows, page_url):

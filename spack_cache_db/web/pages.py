@@ -12,8 +12,12 @@ from urllib.parse import urlencode
 from datasette import hookimpl
 from datasette.utils import tilde_decode
 
-from spack_cache_db.web import cells, metadata, package, questions
+from spack_cache_db.query import lookup
+from spack_cache_db.web import cells, metadata, package, questions, views
 from spack_cache_db.web.metadata import PLUGIN
+
+# What a question's page shows after its answer, for questions that have a page of their own to go on to.
+AFTER_ANSWER = {"dependency_tree": "_spack_tree_link.html", "hash_lookup": "_spack_hash_links.html"}
 
 
 @hookimpl
@@ -69,7 +73,8 @@ async def template_vars(datasette, template, database, request):
 
 
 async def question_sections(datasette, database):
-    """[{heading, items: [{title, description, url}]}] of the questions setting, and the names it lists."""
+    """[{heading, items: [{title, description, url}]}] of the questions setting (canned queries by name, tables,
+    pages of our own), and the names of the queries and tables it lists."""
     queries = await datasette.get_canned_queries(database, None)
     sections, listed = [], set()
     for section in (datasette.plugin_config(PLUGIN) or {}).get("questions", []):
@@ -81,6 +86,10 @@ async def question_sections(datasette, database):
                 items.append(
                     {"title": query.get("title", item), "description": query.get("description", ""), "url": url}
                 )
+            elif isinstance(item, dict) and "page" in item:
+                url = views.page_url(datasette, database, item["page"])
+                items.append({"title": item["title"], "description": item.get("description", ""), "url": url})
+                continue
             elif isinstance(item, dict):
                 description = datasette.table_metadata(database, item["table"]).get("description", "")
                 url = datasette.urls.table(database, item["table"])
@@ -109,6 +118,10 @@ async def _question_vars(datasette, database, request):
         "spack_fields": await questions.form_fields(datasette, database, query, request),
         "spack_sentences": sentences,
         "spack_database_path": datasette.urls.database(database),
+        "spack_after_answer": AFTER_ANSWER.get(name),
+        "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),
+        "spack_tree_url": lambda args: views.page_url(datasette, database, views.DEPENDENCIES, args),
+        "spack_diff_url": lambda args: views.page_url(datasette, database, views.DIFF, args),
     }
     if name == "package":
         page = await package.package_page(datasette, database, request)
@@ -121,6 +134,7 @@ async def _question_vars(datasette, database, request):
                 "spack_package": page,
                 "spack_matrix": lambda rows: package.matrix(rows, page_url),
                 "spack_page_url": page_url,
+                "spack_list_url": views.page_url(datasette, database, views.PACKAGES),
                 "spack_cell": lambda column, value: cell(datasette, database, None, column, value) or value,
                 "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),
             }
