@@ -51,7 +51,7 @@ SELECT
         FROM (SELECT * FROM dependencies WHERE dependencies.hash = found.hash ORDER BY dependency)
     ) AS dependencies,
     CASE WHEN EXISTS (SELECT 1 FROM spec_dependencies WHERE spec_id = found.id)
-        THEN '[dependency tree](/cache/dependency_tree?hash=' || found.hash || ')' END AS links
+        THEN '[dependency tree](dependency_tree?hash=' || found.hash || ')' END AS links
 FROM found
 JOIN per_spec ON per_spec.spec_id = found.id AND per_spec.n = 1
 JOIN configuration_specs ON configuration_specs.configuration_id = found.configuration_id
