@@ -201,6 +201,7 @@ def read_tag(index_tag, configurations, keep_going, progress=None):
         else:
             indexes.append(_read_index(resolved, known, progress))
             rows.append((label, _stored(resolved, indexes[-1])))
+    indexes.sort(key=lambda index: (index.label != ROOT, index.label))  # as a fresh build has them
     return read_indexes.tag_records(index_tag.tag, indexes, configurations), rows
 
 
