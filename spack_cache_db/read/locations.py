@@ -29,7 +29,7 @@ _NOT_IN_A_URL = re.compile(r"[^\x21-\x7e]")  # spaces, control characters, anyth
 KINDS = "a local path, a file: URL, an http(s) URL or an s3://spack-binaries/ URL"
 
 
-class Refused(ValueError):
+class Refused(Exception):
     """A location the policy does not allow, or text that is not one: says what was expected."""
 
 
