@@ -457,3 +457,24 @@ def test_names_too_long_for_a_file_name_are_refused_in_listings_and_arguments(sc
     scene.fails(listing, error=f"{listing}: develop[1].label: expected a name {TOO_LONG} 10,000 bytes")
     mirror = f"{LONG[:300]}={scene.url('develop')}"
     scene.fails(mirror, error=f"{mirror}: tag: expected a name {TOO_LONG} 300 bytes")
+
+
+def test_a_local_listing_the_user_named_may_name_local_files(tmp_path):
+    """The other side of the policy: a listing on this machine, named on the command line, may name local
+    mirrors by path or file: URL (relative ones resolved against it)."""
+    write_v2(tmp_path / "mirrors" / "develop", sample_index("8"))
+    write_v2(tmp_path / "mirrors" / "e4s", sample_index("8"))
+    listing = tmp_path / "listings" / "cache_spack_io_index.json"
+    listing.parent.mkdir()
+    entries = [("root", (tmp_path / "mirrors" / "develop").as_uri()), ("e4s", "../mirrors/e4s")]
+    listing.write_text(json.dumps({"develop": [{"label": label, "url": url} for label, url in entries]}))
+    build([str(listing)], tmp_path / "cache.db")
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    try:
+        mirrors = conn.execute("SELECT DISTINCT stack, mirror_url FROM binary_stacks ORDER BY stack").fetchall()
+    finally:
+        conn.close()
+    assert mirrors == [
+        ("e4s", str(tmp_path / "mirrors" / "e4s")),
+        ("root", (tmp_path / "mirrors" / "develop").as_uri()),
+    ]

@@ -26,7 +26,7 @@ S3_HTTPS = "https://binaries.spack.io/"
 REMOTE_SCHEMES = ("http", "https")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")  # RFC 3986; use match
 _NOT_IN_A_URL = re.compile(r"[^\x21-\x7e]")  # spaces, control characters, anything outside ASCII
-KINDS = "a local path, a file: URL, an http(s) URL or an s3://spack-binaries/ URL"
+_KINDS = "a local path, a file: URL, an http(s) URL or an s3://spack-binaries/ URL"
 
 
 class Refused(Exception):
@@ -35,7 +35,8 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Location:
-    """A place to read bytes from: an http(s) URL, or (is_local) a local path or file: URL."""
+    """A place to read bytes from: an http(s) URL, or (is_local) a local path or file: URL. Made by the policy
+    only: named, join, below and up."""
 
     text: str  # as messages and the database show it: the URL read, or the path or file: URL as named
     is_local: bool
@@ -44,12 +45,12 @@ class Location:
         return self.text
 
     @classmethod
-    def named(cls, text, field="location"):
+    def named(cls, text):
         """What the user named on the command line; raises InputError naming text when it is no location."""
         try:
             return cls._of(text, local=True) if is_url(text) else _local_path(text)
         except Refused as refused:
-            raise InputError(text, field, str(refused)) from refused
+            raise InputError(text, "location", str(refused)) from refused
 
     def join(self, reference, field):
         """The location reference names, found in the document at self (relative to it, as a browser resolves
@@ -57,7 +58,7 @@ class Location:
         try:
             if _scheme(reference) is not None:
                 return self._of(reference, local=self.is_local)
-            if self.is_local and not self.text.startswith("file:"):
+            if self.is_local and _scheme(self.text) != "file":
                 return _local_path(reference if os.path.isabs(reference) else _beside(self.text, reference))
             return self._of(_urljoin(self.text, reference), local=self.is_local)
         except Refused as refused:
@@ -77,7 +78,7 @@ class Location:
     @property
     def path(self):
         """The local file a local location names."""
-        if self.text.startswith("file:"):
+        if _scheme(self.text) == "file":
             return urllib.request.url2pathname(urllib.parse.urlsplit(self.text).path)
         return self.text
 
@@ -98,7 +99,7 @@ class Location:
                 "expected an http(s) URL (a document read over the network names nothing else),"
                 f" found {'a ' + scheme + ': URL' if scheme else 'a path'}"
             )
-        raise Refused(f"expected {KINDS}, found a {scheme}: URL")
+        raise Refused(f"expected {_KINDS}, found a {scheme}: URL")
 
 
 def is_url(text):
