@@ -149,7 +149,7 @@ def change(site, step):
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 @given(st.dictionaries(st.sampled_from(TAGS), INDEXES, min_size=1), st.lists(CHANGES, min_size=1, max_size=3))
 def test_any_changes_on_the_server_rebuild_to_what_a_fresh_build_gives(tmp_path_factory, first, steps):
