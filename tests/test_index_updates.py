@@ -2,6 +2,7 @@
 mirror URLs included, and ends where a fresh build of the same inputs ends: every row of every table."""
 
 import json
+import os
 import shutil
 import sqlite3
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from dump import every_row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mirrors import sample_index, subset, write_v2, write_v3
+from mirrors import sample_index, serving, subset, write_v2, write_v3
 
 from spack_cache_db.build import build
 from spack_cache_db.read import index_tags
@@ -163,3 +164,19 @@ def test_any_changes_on_the_server_rebuild_to_what_a_fresh_build_gives(tmp_path_
             continue
         assert_incremental_is_fresh(site, db, root)
     shutil.rmtree(root)
+
+
+def test_an_index_without_a_content_address_keeps_the_validators_of_its_last_answer(tmp_path):
+    """Touched on the server, the same bytes: the next build asks with the validators the server gives now."""
+    index = tmp_path / "site" / "develop" / "index.json"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(INDEX)
+    db, fresh = tmp_path / "cache.db", tmp_path / "fresh.db"
+    with serving(tmp_path / "site") as (base, _):
+        build([f"develop={base}/develop/index.json"], db)
+        later = index.stat().st_mtime + 100
+        os.utime(index, (later, later))
+        assert build([f"develop={base}/develop/index.json"], db).index_tags_read == ["develop"]
+        build([f"develop={base}/develop/index.json"], fresh)
+        assert build([f"develop={base}/develop/index.json"], db).up_to_date  # asked with them: 304
+    assert every_row(db) == every_row(fresh)

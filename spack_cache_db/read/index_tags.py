@@ -133,10 +133,14 @@ def _all_same(index_tag, before):
 
 
 def _address(index):
-    """What says where an index is and what it holds: a Resolved's, or a Stored's."""
+    """What says where an index is and what it holds, as the indexes table records it: a Resolved's, or a
+    Stored's (an index without a content address: its HTTP validators too)."""
     if isinstance(index, Stored):
-        return index.url, index.mirror_url, index.layout, index.checksum
-    return str(index.index_url), index.mirror_url, index.layout, index.checksum
+        validators = _validators(index.layout, index.etag, index.last_modified)
+        return index.url, index.mirror_url, index.layout, index.checksum, *validators
+    fetched = index.fetched
+    validators = _validators(index.layout, *((fetched.etag, fetched.last_modified) if fetched else (None, None)))
+    return str(index.index_url), index.mirror_url, index.layout, index.checksum, *validators
 
 
 def _reuse_unchanged_parts(index_tag, before, existing_path):
