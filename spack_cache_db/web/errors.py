@@ -23,6 +23,8 @@ from datasette.utils import await_me_maybe, tilde_decode
 from datasette.utils.asgi import BadRequest, Response
 from datasette.views.base import DatasetteError
 
+from spack_cache_db.records import one_line
+
 # The filters that take a list: a JSON list or values separated by commas.
 _LIST_FILTERS = ("__in", "__notin")
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -86,7 +88,7 @@ async def response_for(datasette, request, exception):
     if database and name and not faults:
         faults = await _faults_in_a_table_request(datasette, database, tilde_decode(name), request)
     if not faults and _is_about_the_request(exception):
-        faults = [_one_line(exception.message)]
+        faults = [one_line(exception.message)]
     if not faults:
         return None
     return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
@@ -181,10 +183,6 @@ async def _is_a_through(database, value):
         and all(isinstance(through.get(key), str) for key in ("table", "column", "value"))
         and await database.table_exists(through["table"])
     )
-
-
-def _one_line(text):
-    return " ".join(str(text).split())
 
 
 def _named(key):
