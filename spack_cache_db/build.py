@@ -351,7 +351,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if plan.indexes.to_load and progress:
             progress.start_indexes(sum(len(t.read) for t in plan.indexes.to_load))
         for index_tag in plan.indexes.to_load:
-            loader.mark(index_tag.read[0].index_url if index_tag.read else index_tag.tag)
+            loader.mark(str(index_tag.read[0].index_url) if index_tag.read else index_tag.tag)
             _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
             loader.flush()
         for tag, error in plan.indexes.failures:

@@ -18,8 +18,7 @@ from spack_cache_db.db import export as export_module
 from spack_cache_db.query import dependencies, lookup
 from spack_cache_db.query import diff as diff_module
 from spack_cache_db.read import inputs
-from spack_cache_db.records import InputError
-from spack_cache_db.web import describe as describe_module
+from spack_cache_db.records import InputError, printable
 
 BUNDLED_SEEDS = Path(str(resources.files(__package__) / "seeds"))
 
@@ -84,8 +83,8 @@ def build(paths, output, keep_going, strict, tags, overwrite, quiet):
                 paths, output, keep_going=keep_going, strict=strict, tags=tags, overwrite=overwrite, progress=progress
             )
     except (InputError, BuildError) as error:
-        click.echo(f"Error: {error}", err=True)
-        click.echo(f"{output} was left as it was.", err=True)
+        click.echo(f"Error: {printable(str(error))}", err=True)
+        click.echo(f"{printable(output)} was left as it was.", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         click.echo(f"Interrupted: {output} was left as it was.", err=True)
@@ -173,7 +172,7 @@ def format_summary(summary):
     if errors > 5:
         lines.append(f"  ... and {errors - 5} more rejected page(s)")
     for path, field_name, message in summary.warnings[:5]:
-        lines.append(f"  warning: {path}: {field_name}: {message}")
+        lines.append(printable(f"  warning: {path}: {field_name}: {message}"))
     if len(summary.warnings) > 5:
         lines.append(f"  ... and {len(summary.warnings) - 5} more warning(s)")
     return "\n".join(lines)
@@ -208,7 +207,7 @@ def export(database, outdir, quiet):
     try:
         written = export_module.export(database, outdir)
     except (export_module.ExportError, InputError) as error:
-        click.echo(f"Error: {error}", err=True)
+        click.echo(f"Error: {printable(str(error))}", err=True)
         sys.exit(1)
     if not quiet:
         click.echo(f"Wrote {written} page(s) under {Path(outdir) / '_cache'}")
@@ -235,6 +234,8 @@ def check(database):
 )
 def metadata(output, check):
     """Write Datasette's metadata.yml from the package's metadata.base.yml and canned queries (queries/*.sql)."""
+    from spack_cache_db.web import describe as describe_module  # Datasette: slow to import, a build needs none
+
     try:
         if check:
             up_to_date = describe_module.is_up_to_date(output)

@@ -143,6 +143,27 @@ CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 PLAIN_TEXT = re.compile(f"[^{CONTROL_CHARACTERS}\\ud800-\\udfff]+")  # and no lone surrogates: text SQLite takes
 # Tag, stack and package names become folders on export: no separators, no leading dot.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # use fullmatch
+# ... and no longer than a file name may be: export writes _cache/<tag>/<package>/specs.md, and file systems
+# (ext4, XFS, APFS, NTFS) refuse a name past 255 bytes. Stacks are parts of mirror URLs and kept as short.
+MAX_NAME_BYTES = 255
+
+
+def name_problem(name, what="a name"):
+    """None, or why name cannot be a tag, stack or package name (what: 'a tag name', ...)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        return f"expected {what} (letters, digits, '.', '_', '+', '-'), found {name!r:.80}"
+    return name_length_problem(name, what)
+
+
+def name_length_problem(name, what="a name"):
+    """None, or why name is too long to be a file name on export."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        return (
+            f"expected {what} of at most {MAX_NAME_BYTES} bytes (the longest file name: tags and packages are"
+            f" folders on export), found {size:,} bytes"
+        )
+    return None
 
 
 def text_problem(value):

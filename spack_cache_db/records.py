@@ -6,26 +6,39 @@ many binaries share. Build-cache indexes also give Nodes (specs that are only de
 externals) and the dependency edges between hashes: (dependency hash, DependencyKind) pairs.
 """
 
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from spack_cache_db.normalise import Compiler
+from spack_cache_db.normalise import CONTROL_CHARACTERS, Compiler
 
 
 class InputError(Exception):
-    """An input that cannot be read: names the file or URL, the field and what was expected."""
+    """An input that cannot be read: names the file or URL, the field and what was expected. Its text is one
+    printable line whatever the parts hold (a file name with a newline, a server's reason phrase with escapes):
+    control characters are written as escapes. The field and what was expected are kept (in problems) as
+    printed; the path as given, since it is a file's name."""
 
     def __init__(self, location, field, expected):
-        super().__init__(f"{location}: {field}: {expected}")
         self.path = str(location)
-        self.field = field
-        self.expected = expected
+        self.field = printable(str(field))
+        self.expected = printable(str(expected))
+        super().__init__(f"{printable(self.path)}: {self.field}: {self.expected}")
 
 
 def one_line(error):
     """An error's text on one line: a message names one thing in one line."""
     return " ".join(str(error).split())
+
+
+_UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}\\ud800-\\udfff]")
+
+
+def printable(text):
+    """text with each control character, line separator and lone surrogate written as Python writes it in a
+    string ('\\n', '\\x1b', '\\u2028', '\\ud800'): safe to print on a terminal, one line, valid UTF-8."""
+    return _UNPRINTABLE.sub(lambda found: repr(found[0])[1:-1], text)
 
 
 class Built(NamedTuple):

@@ -23,7 +23,8 @@ def wait_until_serving(url, process, deadline_seconds=60):
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"datasette exited with {process.returncode}: {process.stderr.read().decode()[-2000:]}")
+            log = process.stderr.read().decode()[-2000:] if process.stderr else "(see its log)"
+            raise RuntimeError(f"datasette exited with {process.returncode}: {log}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -34,11 +35,12 @@ def wait_until_serving(url, process, deadline_seconds=60):
 
 
 @contextlib.contextmanager
-def datasette(*arguments):
-    """`datasette serve ARGUMENTS` on a free port: yields its base URL, and stops it after."""
+def datasette(*arguments, log=None):
+    """`datasette serve ARGUMENTS` on a free port: yields its base URL, and stops it after. log: a file for what
+    it writes to stderr (its log)."""
     port = free_port()
     command = [sys.executable, "-m", "datasette", "serve", *map(str, arguments), "-h", "127.0.0.1", "-p", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log or subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_serving(base + "/-/versions.json", process)
@@ -50,7 +52,8 @@ def datasette(*arguments):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-        process.stderr.close()
+        if process.stderr:
+            process.stderr.close()
 
 
 def readme_command(db_path, metadata_path):

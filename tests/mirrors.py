@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import json
 import threading
+import time
 from pathlib import Path
 
 from paths import DATA
@@ -137,5 +138,58 @@ def body(data, declared=None):
             handler.wfile.write(data)
             handler.wfile.flush()
         handler.close_connection = True
+
+    return answer
+
+
+# Faults of a hostile server (issue 22): answers no honest server gives.
+
+
+def raw(data):
+    """A fault: these bytes are the whole answer, status line and headers included (or whatever they are)."""
+
+    def answer(handler):
+        handler.wfile.write(data)
+        handler.wfile.flush()
+        handler.close_connection = True
+
+    return answer
+
+
+def redirect(location, code=302):
+    """A fault: a redirect to location (bytes: sent as they are)."""
+    return raw(b"HTTP/1.1 %d Found\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % (code, location))
+
+
+def drip(head, byte=b" ", every=0.2, seconds=60):
+    """A fault: head at once, then one byte every `every` seconds, until the client goes (or `seconds` pass)."""
+
+    def answer(handler):
+        handler.close_connection = True
+        started = time.monotonic()
+        try:
+            handler.wfile.write(head)
+            while time.monotonic() - started < seconds:
+                handler.wfile.flush()
+                time.sleep(every)
+                handler.wfile.write(byte)
+        except OSError:  # the client went
+            pass
+
+    return answer
+
+
+def endless(head, piece=b" " * 65536, seconds=60):
+    """A fault: head, then a body that never ends (until the client goes, or `seconds` pass)."""
+
+    def answer(handler):
+        handler.close_connection = True
+        started = time.monotonic()
+        try:
+            handler.wfile.write(head)
+            while time.monotonic() - started < seconds:
+                handler.wfile.write(piece)
+        except OSError:
+            pass
 
     return answer

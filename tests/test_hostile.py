@@ -8,7 +8,6 @@ exact moment, under the same time limit."""
 
 import ctypes
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from pagemaker import page_text, spec, write_page
+from watched import snapshot, temporaries
 
 from spack_cache_db import build as build_module
 from spack_cache_db.build import build
@@ -36,32 +36,6 @@ def run_cli(*args, wrapper=(), **options):
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT, **options)
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     return result
-
-
-def snapshot(root, output):
-    """Every file, folder and link under root but the output (and its temporary files), with whatever would
-    show that it changed. Links are not followed; only regular files are read."""
-    found = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            if path == output or name.startswith(f".{output.name}.tmp-"):
-                continue
-            info = os.lstat(path)
-            content = None
-            if stat.S_ISREG(info.st_mode) and info.st_size < 16 * 2**20:
-                content = hashlib.sha256(path.read_bytes()).hexdigest()
-            elif stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            if stat.S_ISDIR(info.st_mode):  # what it holds is compared: its times change with a temporary file
-                found[str(path)] = (info.st_mode, None, None, None)
-            else:
-                found[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, content)
-    return found
-
-
-def temporaries(output):
-    return sorted(p.name for p in output.parent.glob(f".{output.name}.tmp-*"))
 
 
 @pytest.fixture(scope="module")
@@ -556,8 +530,8 @@ def test_yaml_front_matter_over_its_cap_is_refused_unparsed(scene):
 
 
 def test_numbers_of_thousands_of_digits_in_versions_and_tags_are_ranked(scene):
-    version, tag = "1." + "9" * 5000, "v1." + "7" * 5000
-    long_page = scene.root / "long.md"  # a tag this long cannot be a folder's name
+    version, tag = "1." + "9" * 5000, "v1." + "7" * 252  # a tag is a folder on export: at most 255 bytes
+    long_page = scene.root / "long.md"
     long_page.write_text(page_text("bolt", tag, [spec("long-bolt", versions=[version])]))
     write_page(scene.site, "bolt", "v0.23.1", [spec("short-bolt", versions=["1.2"])])
     result = run_cli("build", scene.site, long_page, "-o", scene.output, "--quiet")
@@ -964,7 +938,8 @@ def test_export_refuses_names_in_the_database_that_would_leave_outdir(built):
     result = run_cli("export", built.output, built.root / "export")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"Error: {built.output}: tags.name: expected a name that can be a folder, found '../../escaped'"
+        f"Error: {built.output}: tags.name: expected a name that can be a folder (letters, digits, '.', '_', '+',"
+        " '-'), found '../../escaped'"
     ]
     assert not (built.root / "escaped").exists() and not (built.root / "export" / "_cache").exists()
 

@@ -10,9 +10,8 @@ import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
 from spack_cache_db.db.load import BUILT_COLUMNS
-from spack_cache_db.normalise import Compiler, standard_tarball_url
+from spack_cache_db.normalise import Compiler, name_problem, standard_tarball_url
 from spack_cache_db.read.files import read_start
-from spack_cache_db.read.pages import NAME
 
 PAGES = """
 SELECT pages.id, tags.name AS tag, packages.name AS package, pages.meta, pages.sorted_keys, pages.key_order,
@@ -57,10 +56,9 @@ def export(database, outdir):
             for page in pages:
                 tag, package = page["tag"], page["package"]
                 for table, name in (("tags", tag), ("packages", package)):
-                    if not isinstance(name, str) or not NAME.fullmatch(name):
-                        raise ExportError(
-                            f"{database}: {table}.name: expected a name that can be a folder, found {name!r:.80}"
-                        )
+                    problem = name_problem(name, "a name that can be a folder")
+                    if problem:
+                        raise ExportError(f"{database}: {table}.name: {problem}")
                 specs = [_spec_entry(tag, package, row) for row in db.query(SPECS, [page["id"]])]
                 order = None if page["sorted_keys"] else json.loads(page["key_order"])
                 entries = [_ordered(entry, order) for entry in specs]

@@ -108,7 +108,8 @@ def _probe(tag, sources, before, keep_going):
             resolved = read_indexes.resolve(source)
             if resolved.checksum is None:  # an index file with no companion hash: its bytes tell
                 stored = before.get(source.label)
-                validators = (stored.etag, stored.last_modified) if stored else None
+                same_file = stored is not None and stored.url == str(resolved.index_url)
+                validators = (stored.etag, stored.last_modified) if same_file else None
                 resolved.fetched = read_indexes.download(resolved, validators=validators)
                 if resolved.fetched.data is None:
                     resolved.checksum = stored.checksum
@@ -122,15 +123,29 @@ def _probe(tag, sources, before, keep_going):
 
 
 def _all_same(index_tag, before):
+    """Whether every index is where it was (its URL and mirror, which the database shows) with the content it
+    had."""
     return (
         not index_tag.failures
         and {r.source.label for r in index_tag.read} == set(before)
-        and all(r.checksum == before[r.source.label].checksum for r in index_tag.read)
+        and all(_address(r) == _address(before[r.source.label]) for r in index_tag.read)
     )
 
 
+def _address(index):
+    """What says where an index is and what it holds, as the indexes table records it: a Resolved's, or a
+    Stored's (an index without a content address: its HTTP validators too)."""
+    if isinstance(index, Stored):
+        validators = _validators(index.layout, index.etag, index.last_modified)
+        return index.url, index.mirror_url, index.layout, index.checksum, *validators
+    fetched = index.fetched
+    validators = _validators(index.layout, *((fetched.etag, fetched.last_modified) if fetched else (None, None)))
+    return str(index.index_url), index.mirror_url, index.layout, index.checksum, *validators
+
+
 def _reuse_unchanged_parts(index_tag, before, existing_path):
-    """Stacks whose index did not change keep their part of the tag, known from the last build."""
+    """Stacks whose index did not change keep their part of the tag, known from the last build (wherever the
+    index is now: its content is the same)."""
     unchanged = [
         r
         for r in index_tag.read
@@ -184,13 +199,13 @@ def read_tag(index_tag, configurations, keep_going, progress=None):
     for label, (resolved, stored, members) in sorted(index_tag.reused.items()):
         if members <= known.keys():
             records = {h: read_indexes.as_binary(known[h]) for h in members}
-            indexes.append(
-                ParsedIndex(label, stored.url, stored.checksum, stored.database_version, records, stored.records)
-            )
-            rows.append((label, stored))
+            url = str(resolved.index_url)
+            indexes.append(ParsedIndex(label, url, stored.checksum, stored.database_version, records, stored.records))
+            rows.append((label, _stored_again(resolved, stored)))
         else:
             indexes.append(_read_index(resolved, known, progress))
             rows.append((label, _stored(resolved, indexes[-1])))
+    indexes.sort(key=lambda index: (index.label != ROOT, index.label))  # as a fresh build has them
     return read_indexes.tag_records(index_tag.tag, indexes, configurations), rows
 
 
@@ -201,7 +216,7 @@ def _read_index(resolved, known, progress):
         resolved.fetched = read_indexes.download(resolved, progress=progress.downloaded if progress else None)
     if progress:
         progress.index_read(resolved.source)
-    data, label, url = resolved.fetched.data, resolved.source.label, resolved.index_url
+    data, label, url = resolved.fetched.data, resolved.source.label, str(resolved.index_url)
     resolved.fetched = dataclasses.replace(resolved.fetched, data=None)  # the bytes are not kept past this
     if label != ROOT and known:
         version, binaries, size = read_indexes.listed_binaries(url, data)
@@ -212,14 +227,32 @@ def _read_index(resolved, known, progress):
 
 
 def _stored(resolved, index):
-    fetched = resolved.fetched
     return Stored(
-        resolved.index_url,
+        str(resolved.index_url),
         resolved.mirror_url,
         resolved.layout,
         index.version,
         resolved.checksum,
-        fetched.etag,
-        fetched.last_modified,
+        *_validators(resolved.layout, resolved.fetched.etag, resolved.fetched.last_modified),
         index.size,
     )
+
+
+def _stored_again(resolved, stored):
+    """The row of an index whose content did not change, where it is now."""
+    return Stored(
+        str(resolved.index_url),
+        resolved.mirror_url,
+        resolved.layout,
+        stored.database_version,
+        stored.checksum,
+        *_validators(resolved.layout, stored.etag, stored.last_modified),
+        stored.records,
+    )
+
+
+def _validators(layout, etag, last_modified):
+    """HTTP validators, kept only for an index with no content address (layout 'file'): the next build asks
+    with them whether it changed. Others' checksums say it; their validators would only differ between
+    builds that read the same content."""
+    return (etag, last_modified) if layout == "file" else (None, None)

@@ -9,13 +9,22 @@ import hashlib
 import json
 import re
 import urllib.parse
-import zlib
 from dataclasses import dataclass
 
 import msgspec
 
-from spack_cache_db.normalise import HASH, NAME, NO_COMPILER, derived_meta, parse_compiler, parse_variant, text_problem
+from spack_cache_db.normalise import (
+    HASH,
+    NAME,
+    NO_COMPILER,
+    derived_meta,
+    name_problem,
+    parse_compiler,
+    parse_variant,
+    text_problem,
+)
 from spack_cache_db.read import fetch
+from spack_cache_db.read.locations import Location
 from spack_cache_db.records import Binary, Built, DependencyKind, Document, InputError, Node, one_line
 
 LISTING_NAME = "cache_spack_io_index.json"
@@ -38,7 +47,7 @@ _TEXT = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")  # a name, version or arch part
 class IndexSource:
     tag: str
     label: str  # ROOT, or the stack
-    location: str  # a mirror, a v2 index.json or an index blob: a URL or a local path
+    location: Location  # a mirror, a v2 index.json or an index blob
 
 
 def is_listing(location):
@@ -48,17 +57,17 @@ def is_listing(location):
 
 
 def listing_sources(location, data):
-    """The IndexSources a cache_spack_io_index.json lists: {tag: [{label, url}, ...]}, URLs resolved against
-    location."""
+    """The IndexSources a cache_spack_io_index.json at location lists: {tag: [{label, url}, ...]}, URLs resolved
+    against location as the policy allows (locations.py)."""
     try:
         listing = json.loads(data)
     except (ValueError, RecursionError) as error:
-        raise InputError(location, "file", f"expected JSON ({one_line(error)})") from error
+        raise InputError(location, "file", f"expected JSON, {fetch.found_instead(data, 'JSON')}") from error
     if not isinstance(listing, dict):
         raise InputError(location, "file", "expected a JSON object of tags, each a list of {label, url}")
     sources = []
     for tag, entries in listing.items():
-        _check_tag(location, tag, tag)
+        _check_tag(location, "tag", tag)
         if not isinstance(entries, list):
             raise InputError(location, tag, "expected a list of {label, url}")
         for number, entry in enumerate(entries):
@@ -66,14 +75,15 @@ def listing_sources(location, data):
             if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("label", "url")):
                 raise InputError(location, where, "expected {label, url} with text values")
             _check_tag(location, f"{where}.label", entry["label"])
-            sources.append(IndexSource(tag, entry["label"], fetch.join(location, entry["url"])))
+            sources.append(IndexSource(tag, entry["label"], location.join(entry["url"], f"{where}.url")))
     return sources
 
 
 def mirror_source(argument):
     """The IndexSource of TAG=LOCATION (a mirror or an index, listed under TAG), or of a bare LOCATION, whose
     tag is the last part of its mirror's path."""
-    tag, _, location = argument.partition("=") if names_a_tag(argument) else ("", "", argument)
+    tag, _, named = argument.partition("=") if names_a_tag(argument) else ("", "", argument)
+    location = Location.named(named)
     if not tag:
         tag = mirror_url(location).rstrip("/").rsplit("/", 1)[-1]
         if not NAME.fullmatch(tag):
@@ -89,17 +99,18 @@ def names_a_tag(argument):
 
 
 def is_blob(location):
-    return bool(_BLOB.match(fetch.readable_url(location).rstrip("/")))
+    return bool(_BLOB.match(str(location).rstrip("/")))
 
 
 def _check_tag(location, field, name):
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise InputError(location, field, f"expected a name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}")
+    problem = name_problem(name)
+    if problem:
+        raise InputError(location, field, problem)
 
 
 def mirror_url(location):
     """The mirror an index belongs to: what `spack mirror add` takes."""
-    location = fetch.readable_url(location).rstrip("/")
+    location = str(location).rstrip("/")
     blob = _BLOB.match(location)
     if blob:
         return blob["mirror"]
@@ -119,7 +130,7 @@ class Resolved:
     """An index located: where its bytes are and what they must hash to, found without downloading it."""
 
     source: IndexSource
-    index_url: str
+    index_url: Location
     mirror_url: str
     layout: str  # v2, v3, or file (an index JSON with no companion hash)
     checksum: str | None  # sha256 of the bytes as stored; None: known only once downloaded
@@ -130,34 +141,39 @@ class Resolved:
 
 def resolve(source):
     """Where source's index is and its sha256, reading at most a manifest or a hash file."""
-    location = fetch.readable_url(source.location).rstrip("/")
-    blob = _BLOB.match(location)
+    location = source.location
+    text = location.text.rstrip("/")
+    blob = _BLOB.match(text)
     if blob:
         if blob["algorithm"] != "sha256":
             raise InputError(location, "checksum", f"expected a sha256 blob, found {blob['algorithm']}")
         return Resolved(source, location, blob["mirror"], "v3", blob["checksum"])
-    if location.endswith("/" + _V2_INDEX) or location == _V2_INDEX:
-        return _resolve_v2(source, location, mirror_url(location))
-    if location.endswith(".json"):
-        return Resolved(source, location, mirror_url(location), "file", None)
-    if fetch.exists(fetch.child(location, "v3/layout.json")):
+    if text.endswith("/" + _V2_INDEX) or text == _V2_INDEX:
+        return _resolve_v2(source, location.up(_V2_INDEX))
+    if text.endswith(".json"):
+        return Resolved(source, location, mirror_url(text), "file", None)
+    if fetch.exists(location.below("v3/layout.json")):
         return _resolve_v3(source, location)
-    if fetch.exists(fetch.child(location, _V2_INDEX)):
-        return _resolve_v2(source, fetch.child(location, _V2_INDEX), location)
+    if fetch.exists(location.below(_V2_INDEX)):
+        return _resolve_v2(source, location)
     raise InputError(
         location, "layout", "expected a build-cache mirror (v3/layout.json or build_cache/index.json) or an index file"
     )
 
 
-def _resolve_v2(source, index_url, mirror):
-    hash_url = index_url + ".hash"
+def _resolve_v2(source, mirror):
+    index, hash_file = mirror.below(_V2_INDEX), mirror.below(_V2_INDEX + ".hash")
     checksum = None
-    if fetch.exists(hash_url):
-        text = fetch.fetch(hash_url, max_bytes=1024).data.decode("ascii", "replace").strip()
-        if not re.fullmatch(r"[0-9a-f]{64}", text):
-            raise InputError(hash_url, "hash", f"expected the sha256 of index.json in hex, found {text[:80]!r}")
-        checksum = text
-    return Resolved(source, index_url, mirror, "v2", checksum)
+    if fetch.exists(hash_file):
+        data = fetch.fetch(hash_file, max_bytes=1024).data
+        checksum = bytes(data).decode("ascii", "replace").strip()
+        if not re.fullmatch(r"[0-9a-f]{64}", checksum):
+            raise InputError(
+                hash_file,
+                "hash",
+                f"expected the sha256 of index.json in hex, {fetch.found_instead(data, 'a sha256 in hex')}",
+            )
+    return Resolved(source, index, mirror_url(mirror), "v2", checksum)
 
 
 class _Blob(msgspec.Struct, gc=False):
@@ -174,7 +190,7 @@ class _Manifest(msgspec.Struct, gc=False):
 
 
 def _resolve_v3(source, mirror):
-    manifest_url = fetch.child(mirror, _V3_MANIFEST)
+    manifest_url = mirror.below(_V3_MANIFEST)
     manifest = _decode(manifest_url, fetch.fetch(manifest_url, max_bytes=1024**2).data, _Manifest)
     if manifest.version != 3:
         raise InputError(manifest_url, "version", f"expected 3, found {manifest.version}")
@@ -183,8 +199,8 @@ def _resolve_v3(source, mirror):
         raise InputError(manifest_url, "data.checksum", "expected a sha256 checksum in hex")
     if blob.compression not in ("none", "gzip"):
         raise InputError(manifest_url, "data.compression", f"expected none or gzip, found {blob.compression!r}")
-    url = fetch.child(mirror, f"blobs/sha256/{blob.checksum[:2]}/{blob.checksum}")
-    return Resolved(source, url, mirror, "v3", blob.checksum, blob.compression, blob.contentLength)
+    url = mirror.below(f"blobs/sha256/{blob.checksum[:2]}/{blob.checksum}")
+    return Resolved(source, url, mirror_url(mirror), "v3", blob.checksum, blob.compression, blob.contentLength)
 
 
 def _newest_database_blob(manifest_url, manifest):
@@ -205,37 +221,22 @@ def _newest_database_blob(manifest_url, manifest):
 
 
 def download(resolved, *, validators=None, progress=None):
-    """The index's JSON bytes, verified against its checksum and decompressed; Fetched.data is None when the
-    validators say it has not changed."""
-    fetched = fetch.fetch(resolved.index_url, validators=validators, progress=progress)
+    """The index's JSON bytes, verified against its checksum and decompressed as they arrive; Fetched.data is
+    None when the validators say it has not changed."""
+    gzip = resolved.compression == "gzip"
+    fetched = fetch.fetch(resolved.index_url, validators=validators, progress=progress, gzip=gzip)
     if fetched.data is None:
         return fetched
-    data = fetched.data
-    if resolved.content_length is not None and len(data) != resolved.content_length:
+    if resolved.content_length is not None and fetched.size != resolved.content_length:
         raise InputError(
-            resolved.index_url, "contentLength", f"expected {resolved.content_length:,} bytes, found {len(data):,}"
+            resolved.index_url, "contentLength", f"expected {resolved.content_length:,} bytes, found {fetched.size:,}"
         )
-    digest = hashlib.sha256(data).hexdigest()
-    if resolved.checksum is not None and digest != resolved.checksum:
-        raise InputError(resolved.index_url, "checksum", f"expected sha256 {resolved.checksum}, found {digest}")
-    resolved.checksum = digest
-    if resolved.compression == "gzip":
-        data = _gunzip(resolved.index_url, data)
-    fetched.data = data
+    if resolved.checksum is not None and fetched.sha256 != resolved.checksum:
+        raise InputError(resolved.index_url, "checksum", f"expected sha256 {resolved.checksum}, found {fetched.sha256}")
+    if fetched.problem:
+        raise fetched.problem
+    resolved.checksum = fetched.sha256
     return fetched
-
-
-def _gunzip(location, data):
-    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        result = decompressor.decompress(data, fetch.MAX_BYTES + 1)
-    except zlib.error as error:
-        raise InputError(location, "compression", f"expected gzip data ({error})") from error
-    if len(result) > fetch.MAX_BYTES:
-        raise InputError(location, "compression", f"expected at most {fetch.MAX_BYTES:,} bytes once decompressed")
-    if not decompressor.eof:
-        raise InputError(location, "compression", "expected complete gzip data (it is truncated)")
-    return result
 
 
 # Only the fields we use are decoded, and the parts many records share (arch, parameters, an edge's types)
@@ -388,14 +389,20 @@ def _decode(location, data, shape):
             _name_the_record(location, data)
         raise _validation_error(location, error, "") from error
     except msgspec.DecodeError as error:
-        raise InputError(location, "file", f"expected JSON ({one_line(error)})") from error
+        raise InputError(location, "file", f"expected JSON, {fetch.found_instead(data, 'JSON', error)}") from error
     except RecursionError as error:
         raise InputError(location, "file", "expected JSON nested less deep than this") from error
 
 
 def _name_the_record(location, data):
-    """msgspec does not say which key of installs failed: decode the records one by one to name it."""
-    for spec_hash, raw in msgspec.json.decode(data, type=_RawIndex).database.installs.items():
+    """msgspec does not say which key of installs failed: decode the records one by one to name it. The
+    document may hold worse further on (a record nested past what can be read, bytes that are not JSON):
+    then the record goes unnamed."""
+    try:
+        installs = msgspec.json.decode(data, type=_RawIndex).database.installs
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return
+    for spec_hash, raw in installs.items():
         try:
             msgspec.json.decode(raw, type=_Record)
         except msgspec.ValidationError as error:
@@ -505,14 +512,24 @@ class _RecordReader:
 
     def __init__(self, records, where, configurations):
         self.records, self.where, self.configurations = records, where, configurations
-        self.built_by_raw, self.kinds, self.read_already = {}, {}, {}
+        self.built_by_raw, self.kinds, self.read_already, self.names = {}, {}, {}, set()
 
     def read(self, spec_hash):
         found = self.read_already.get(spec_hash)
         if found is None:
+            self._check_name(spec_hash)
             edges = self._edges(spec_hash)
             found = self.read_already[spec_hash] = (self._built(spec_hash, edges), edges)
         return found
+
+    def _check_name(self, spec_hash):
+        """The package name, once per name: it becomes a folder on export."""
+        name = self.records[spec_hash][0].spec.name
+        if name not in self.names:
+            problem = name_problem(name, "a package name")
+            if problem:
+                raise InputError(self.where[spec_hash], f"database.installs.{spec_hash}.spec.name", problem)
+            self.names.add(name)
 
     def _built(self, spec_hash, edges):
         record, version = self.records[spec_hash]
@@ -530,7 +547,6 @@ class _RecordReader:
         target = arch.target if isinstance(arch.target, str) else arch.target.name
         parameters = _decode_part(location, f"{where}.parameters", node.parameters, dict[str, bool | str | list[str]])
         for field, value in (
-            ("name", node.name),
             ("arch.platform", arch.platform),
             ("arch.platform_os", arch.platform_os),
             ("arch.target", target),

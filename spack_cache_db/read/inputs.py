@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from spack_cache_db.read import fetch
 from spack_cache_db.read import indexes as read_indexes
+from spack_cache_db.read.locations import Location, is_url
 from spack_cache_db.records import InputError
 
 _MIRROR_MARKERS = ("v3/layout.json", "build_cache/index.json")
@@ -30,13 +31,13 @@ def classify(arguments):
 
 def is_remote(argument):
     """A URL, or TAG=LOCATION: nothing to find on this machine (yet)."""
-    return fetch.is_url(argument) or read_indexes.names_a_tag(argument)
+    return is_url(argument) or read_indexes.names_a_tag(argument)
 
 
 def _kind(argument):
     if read_indexes.names_a_tag(argument):
         return "mirrors"
-    if fetch.is_url(argument):
+    if is_url(argument):
         return "listings" if read_indexes.is_listing(argument) else "mirrors"
     if not os.path.exists(argument):
         raise InputError(argument, "path", "expected an existing file or folder, a URL, or TAG=LOCATION")
@@ -61,7 +62,7 @@ def index_sources(arguments, tags, progress=None):
     """The IndexSources the listings and mirrors name, only for tags matching one of the shell-style patterns
     in tags (all tags when there is none); listings are read here."""
     sources = []
-    for listing in arguments.listings:
+    for listing in map(Location.named, arguments.listings):
         data = fetch.fetch(listing, max_bytes=64 * 1024**2, progress=progress).data
         sources.extend(read_indexes.listing_sources(listing, data))
     sources.extend(read_indexes.mirror_source(mirror) for mirror in arguments.mirrors)

@@ -19,6 +19,8 @@ from spack_cache_db.normalise import (
     PLAIN_TEXT,
     derived_meta,
     is_storable_text,
+    name_length_problem,
+    name_problem,
     parse_compiler,
     parse_variant,
     text_problem,
@@ -469,10 +471,9 @@ def _check_layout(path, fields, explicit):
 
 def _title(path, fields):
     title = fields["title"]
-    if not isinstance(title, str) or not NAME.fullmatch(title):
-        raise PageError(
-            path, "title", f"expected a package name (letters, digits, '.', '_', '+', '-'), found {title!r:.80}"
-        )
+    problem = name_problem(title, "a package name")
+    if problem:
+        raise PageError(path, "title", problem)
     return title
 
 
@@ -485,12 +486,9 @@ def _tag(path, fields):
         or not isinstance(categories[1], str)
     ):
         raise PageError(path, "categories", "expected [package, <tag>]")
-    if not NAME.fullmatch(categories[1]):
-        raise PageError(
-            path,
-            "categories",
-            f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {categories[1]!r:.80}",
-        )
+    problem = name_problem(categories[1], "a tag name")
+    if problem:
+        raise PageError(path, "categories", problem)
     return categories[1]
 
 
@@ -506,17 +504,14 @@ def read_tags_yaml(path):
     tags = []
     for number, entry in enumerate(entries):
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise PageError(
-                path,
-                f"[{number}].name",
-                f"expected a tag name (letters, digits, '.', '_', '+', '-'), found {name!r:.80}",
-            )
+        problem = name_problem(name, "a tag name")
+        if problem:
+            raise PageError(path, f"[{number}].name", problem)
         stacks = entry.get("stacks", [])
         if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
             raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
         for position, stack in enumerate(stacks):
-            problem = text_problem(stack)
+            problem = text_problem(stack) or name_length_problem(stack, "a stack name")
             if problem:
                 raise PageError(path, f"[{number}].stacks[{position}]", problem)
         tags.append((name, stacks))
@@ -632,6 +627,10 @@ def parse_spec(entry, where, configurations):
             pass
     if sorted_stacks is None:
         stacks = _text_list(entry, "stacks", where)
+        for position, stack in enumerate(stacks):
+            problem = name_length_problem(stack, "a stack name")
+            if problem:
+                raise SpecError(f"{where}.stacks[{position}]", problem)
         sorted_stacks = configurations.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))
     size = entry["size"]
     return Binary(

@@ -10,8 +10,7 @@ served databases this project built.
 
 from datasette import hookimpl
 
-from spack_cache_db.web import counts, metadata
-from spack_cache_db.web.counts import filters_from_request
+from spack_cache_db.web import counts, errors, metadata
 from spack_cache_db.web.errors import handle_exception
 from spack_cache_db.web.facets import register_facet_classes
 from spack_cache_db.web.limits import prepare_connection
@@ -32,6 +31,14 @@ __all__ = [
     "render_cell",
     "startup",
 ]
+
+
+@hookimpl
+def filters_from_request(request, database, table, datasette):
+    """A table page's arguments checked before its query runs (errors.py), then its row count and the filters
+    that narrow it (counts.py)."""
+    errors.check_before_the_query(request)
+    return counts.filters_from_request(request, database, table, datasette)
 
 
 @hookimpl

@@ -15,7 +15,6 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from datasette import hookimpl
 from datasette.database import Results
 from datasette.filters import FilterArguments, Filters
 from datasette.inspect import inspect_hash
@@ -112,7 +111,6 @@ def answer_counts(db, database):
 NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
 
 
-@hookimpl
 def filters_from_request(request, database, table, datasette):
     """The page's row count, from the view's cube when the filters allow (remember_count); and a filter on columns
     that a row's key determines also selects the keys, from a smaller table or view with one row per key that
@@ -123,7 +121,9 @@ def filters_from_request(request, database, table, datasette):
         await remember_count(request, database, table, datasette)
         return _narrowing(request, database, table, datasette)
 
-    return count_and_narrow()
+    # Datasette calls it when it gets to it; a coroutine made here would be left unawaited (a warning in the
+    # server's log) when another filter raises first, as a bad _through does.
+    return count_and_narrow
 
 
 def _narrowing(request, database, table, datasette):

@@ -1,32 +1,68 @@
 """Requests that Datasette 0.65 fails with a 500 although the fault is in the request: say what was wrong.
 
-Only called once Datasette has raised. The request is then checked against what Datasette expects of
-its arguments; a fault found gives a 400 (405 for a POST to a question) naming the argument and what it
-should be. Anything else stays Datasette's 500, since then the fault is not the request's.
+Mostly once Datasette has raised: the request is then checked against what Datasette expects of its
+arguments; a fault found gives a 400 (405 for a POST to a question) naming the argument and what it should
+be, and so does any DatasetteError, which Datasette raises about the request. Anything else stays
+Datasette's 500, since then the fault is not the request's. Datasette's own handler, which prints the
+traceback of what it handles to the server's log, is left out for the requests answered here: a bad
+request is the client's business, not the log's.
+
+A table page's arguments that no page can take are refused before its query runs (check_before_the_query),
+so that nothing of them reaches SQLite or its error log: NUL characters, a _timelimit that is no number, a
+list filter that is no list of values, and a _next past SQLite's integers (which would fail inside SQLite, or
+answer an empty page as though there were one).
 """
 
 import json
+import re
 import urllib.parse
 
 from datasette import hookimpl
 from datasette.database import QueryInterrupted
-from datasette.utils import tilde_decode
-from datasette.utils.asgi import Response
+from datasette.utils import await_me_maybe, tilde_decode
+from datasette.utils.asgi import BadRequest, Response
+from datasette.views.base import DatasetteError
+
+from spack_cache_db.records import one_line
 
 # The filters that take a list: a JSON list or values separated by commas.
 _LIST_FILTERS = ("__in", "__notin")
+_INTEGER = re.compile(r"-?[0-9]+")
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
-@hookimpl
+class BadArgument(BadRequest):
+    """A request argument found wrong before Datasette used it: its message says which and why."""
+
+
+@hookimpl(hookwrapper=True)
 def handle_exception(datasette, request, exception):
-    async def say_what_was_wrong():
-        return await response_for(datasette, request, exception)
+    """Around every plugin's handle_exception (Datasette's own is one): a request at fault is answered here
+    alone; any other exception goes to them all, as Datasette would send it."""
+    outcome = yield
+    theirs = outcome.get_result()
 
-    return say_what_was_wrong
+    async def ours_or_theirs():
+        response = await response_for(datasette, request, exception)
+        if response is not None:
+            return response
+        answers = [await await_me_maybe(answer) for answer in theirs]
+        return next((answer for answer in answers if answer is not None), None)
+
+    outcome.force_result([ours_or_theirs])
+
+
+def check_before_the_query(request):
+    """Raise BadArgument for arguments that no table page can take."""
+    faults = [*_faults_in_any_request(request), *_faults_in_table_arguments(request)]
+    if faults:
+        raise BadArgument("; ".join(faults))
 
 
 async def response_for(datasette, request, exception):
     """The response that says what was wrong with the request, or None when the request is not at fault."""
+    if isinstance(exception, BadArgument):
+        return await _error(datasette, request, 400, "Bad request", exception.args[0])
     if isinstance(exception, QueryInterrupted):
         limit = datasette.setting("sql_time_limit_ms")
         return await _error(
@@ -51,9 +87,18 @@ async def response_for(datasette, request, exception):
     faults = list(_faults_in_any_request(request))
     if database and name and not faults:
         faults = await _faults_in_a_table_request(datasette, database, tilde_decode(name), request)
+    if not faults and _is_about_the_request(exception):
+        faults = [one_line(exception.message)]
     if not faults:
         return None
     return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
+
+
+def _is_about_the_request(exception):
+    """A DatasetteError that Datasette gives a 500 is about the request all the same: it raises them for
+    arguments it cannot use (_sort with _sort_desc, a column it cannot sort by, a _through it cannot follow);
+    what fails in Datasette itself raises other exceptions."""
+    return isinstance(exception, DatasetteError) and exception.status == 500 and not exception.message_is_html
 
 
 def _database(datasette, route):
@@ -80,18 +125,32 @@ def _faults_in_any_request(request):
             yield f"_timelimit: expected a number of milliseconds, not {_shown(value)}"
 
 
+def _faults_in_table_arguments(request):
+    """Arguments no table page can take (NUL characters aside: _faults_in_any_request names them)."""
+    for key, value in _pairs(request):
+        if "\x00" in key + value:
+            continue
+        if key.endswith(_LIST_FILTERS) and not _is_a_list(value):
+            yield f'{key}: expected a JSON list of values such as ["a", "b"], or values separated by commas'
+        elif key == "_next" and any(_INTEGER.fullmatch(p) and int(p) not in _SQLITE_INTEGERS for p in value.split(",")):
+            yield (
+                "_next: expected the place to go on from, as the page's next link gives it, within SQLite's"
+                f" integers (-2**63 to 2**63 - 1), not {_shown(value)}"
+            )
+
+
 async def _faults_in_a_table_request(datasette, database, table, request):
     if not (await database.table_exists(table) or table in await database.view_names()):
         return []
     columns = await database.table_columns(table)
     is_view = table in await database.view_names()
-    faults = []
+    faults = list(_faults_in_table_arguments(request))
+    if "_sort" in request.args and "_sort_desc" in request.args:
+        faults.append("_sort and _sort_desc: expected one of them, not both (a page is sorted by one column)")
     for key, value in _pairs(request):
         if key in ("_sort", "_sort_desc") or key.startswith("_facet") and key != "_facet_size":
             if value not in columns:
                 faults.append(f"{key}: {table} has no column {_shown(value)}; its columns are {', '.join(columns)}")
-        elif key.endswith(_LIST_FILTERS) and not _is_a_list(value):
-            faults.append(f'{key}: expected a JSON list of values such as ["a", "b"], or values separated by commas')
         elif key == "_next" and is_view and not value.isdigit():
             faults.append(
                 f"_next: expected the number of rows to skip, as the page's next link gives it, not {_shown(value)}"
