@@ -353,3 +353,33 @@ def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):
         conn.execute("SELECT count(*) FROM binaries JOIN configuration_specs USING (spec)").fetchone()[0]
         == conn.execute("SELECT count(*) FROM binaries").fetchone()[0]
     )
+
+
+def test_other_files_of_a_checkout_are_read_no_further_than_their_start(tmp_path, monkeypatch):
+    """A checkout also holds the site's images, scripts and, here, a mirror's index: files that cannot be
+    pages are recognised by their first bytes, whatever their size (this one is past the page size cap)."""
+    checkout = tmp_path / "checkout"
+    write_page(checkout, "bolt", "develop", [spec(1)])
+    big = checkout / "mirrors" / "develop" / "build_cache" / "index.json"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.write(b'{"database": {')
+        f.truncate(300 * 1024 * 1024)  # sparse: past the 256 MiB a page may have
+    read = []
+    real_read = __import__("os").read
+
+    def counted(fd, count):
+        data = real_read(fd, count)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr("os.read", counted)
+    summary = build([str(checkout)], tmp_path / "cache.db")
+    assert summary.pages_read == 1
+    assert sum(read) < 1024 * 1024  # the page and the index's first bytes, not 300 MiB
+    (outcome,) = (
+        sqlite3.connect(tmp_path / "cache.db")
+        .execute("SELECT outcome FROM sources WHERE path = ?", (str(big),))
+        .fetchone()
+    )
+    assert outcome == "not a page"

@@ -66,8 +66,10 @@ def is_regular_file(path):
         return False
 
 
-def read_regular_file(path, limit=MAX_FILE_BYTES):
-    """(the bytes of path, its Identity): only a regular file, at most limit bytes. Raises FileError.
+def read_regular_file(path, limit=MAX_FILE_BYTES, starts_with=None):
+    """(the bytes of path, its Identity): only a regular file, at most limit bytes. Raises FileError. With
+    starts_with (a tuple of prefixes), a file that starts with none of them is not read past its first bytes,
+    which are returned instead: a folder's other files cost a few bytes each, whatever their size.
 
     A FIFO or a device is never opened (opening one can block or act on a device): stat decides first,
     and the open file is checked again, so a file swapped in between is refused too. The identity is the
@@ -83,6 +85,11 @@ def read_regular_file(path, limit=MAX_FILE_BYTES):
     try:
         opened = os.fstat(fd)
         _require_regular(path, opened.st_mode)
+        if starts_with:
+            start = _read_start(path, fd, max(map(len, starts_with)))
+            if not start.startswith(starts_with):
+                return start, identity(opened)
+            os.lseek(fd, 0, os.SEEK_SET)
         if opened.st_size > limit:
             raise _file_error(path, f"expected at most {_size_text(limit)}, found {opened.st_size:,} bytes")
         data = _read_at_most(path, fd, opened.st_size, limit)
@@ -130,6 +137,13 @@ def _is_link_to_regular_file(path):
 def _require_regular(path, mode):
     if not stat.S_ISREG(mode):
         raise _file_error(path, f"expected a regular file, found {kind_of(mode)}")
+
+
+def _read_start(path, fd, count):
+    try:
+        return os.read(fd, count)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
 
 
 def _read_at_most(path, fd, expected_size, limit):

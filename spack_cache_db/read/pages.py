@@ -190,9 +190,14 @@ def file_digest(data):
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+# How a page starts (after a byte order mark, perhaps): a file found in a folder that starts otherwise is no
+# page, and is read no further.
+_PAGE_STARTS = (b"---", b"\xef\xbb\xbf---")
+
+
 def read_source(source):
     """The bytes of a source file and the Identity of what was read; raises FileError (an InputError)."""
-    return read_regular_file(source.path)
+    return read_regular_file(source.path, starts_with=None if source.explicit else _PAGE_STARTS)
 
 
 def read_page(source, data):
