@@ -58,14 +58,6 @@ def kind_of(mode):
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def is_regular_file(path):
-    """Whether path (after links) is a regular file; False when it cannot be looked at."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
 def read_regular_file(path, limit=MAX_FILE_BYTES, starts_with=None):
     """(the bytes of path, its Identity): only a regular file, at most limit bytes. Raises FileError. With
     starts_with (a tuple of prefixes), a file that starts with none of them is not read past its first bytes,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from spack_cache_db.normalise import (
     parse_variant,
     text_problem,
 )
-from spack_cache_db.read.files import display_path, is_regular_file, kind_of, read_regular_file
+from spack_cache_db.read.files import display_path, kind_of, read_regular_file
 from spack_cache_db.records import Binary, Built, Document, InputError, interned, one_line
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
@@ -86,9 +87,9 @@ def find_inputs(paths):
         for data_dir in (root / "_data", root.parent / "_data"):
             if _may_exist(data_dir / "tags.yaml") and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
-        for path in _walk(root, problems):
+        for path, entry in _walk(str(root), problems):
             source = _source_file(path)
-            if source.explicit or is_regular_file(path):  # elsewhere a FIFO, a device or a dangling link is no page
+            if source.explicit or _is_regular(entry):  # elsewhere a FIFO, a device or a dangling link is no page
                 _add_source(files, problems, source)
     return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
 
@@ -122,32 +123,29 @@ def _neither_file_nor_folder(path):
 
 
 def _walk(root, problems):
-    """Files under root, in sorted order. Folders that are links are followed when they lead inside root,
-    each folder once; a link that leads out of root, or a folder that cannot be read, goes to problems."""
-    top, seen, pending = os.path.realpath(root), set(), [root]
+    """(path, DirEntry) of the files under root, in sorted order. Folders that are links are followed when they
+    lead inside root, each folder once; a link that leads out of root, or a folder that cannot be read, goes
+    to problems."""
+    top = os.path.realpath(root)
+    seen, pending = {top}, [(root, top)]  # folders as given, and where they really are
     while pending:
-        folder = pending.pop()
+        folder, real = pending.pop()
         try:
-            info = os.stat(folder)
-            if (info.st_dev, info.st_ino) in seen:  # a link to a folder already walked
-                continue
-            seen.add((info.st_dev, info.st_ino))
             with os.scandir(folder) as listing:
-                entries = sorted((entry for entry in listing if not entry.name.startswith(".")), key=_name)
+                entries = sorted((entry.name, entry) for entry in listing if not entry.name.startswith("."))
         except OSError as error:
             problems.append(PageError(display_path(folder), "folder", f"expected a readable folder ({error.strerror})"))
             continue
         subfolders = []
-        for entry in entries:
+        for name, entry in entries:
             if not _is_folder(entry):
-                yield folder / entry.name
-            elif entry.name not in ("_data", "_site") and _inside(top, root, entry, problems):
-                subfolders.append(folder / entry.name)
+                yield entry.path, entry
+            elif name not in ("_data", "_site"):
+                where = _inside(top, root, entry, real, problems)
+                if where is not None and where not in seen:  # a link to a folder already walked is walked once
+                    seen.add(where)
+                    subfolders.append((entry.path, where))
         pending.extend(reversed(subfolders))
-
-
-def _name(entry):
-    return entry.name
 
 
 def _is_folder(entry):
@@ -157,33 +155,41 @@ def _is_folder(entry):
         return False
 
 
-def _inside(top, root, entry, problems):
-    """Whether the folder entry is inside the input root (top, after links): a link out of it is not
-    followed, so that a link to / does not walk the whole machine."""
+def _is_regular(entry):
+    """Whether a folder's entry is a regular file (after links); False when it cannot be looked at."""
+    try:
+        return entry.is_file() and stat.S_ISREG(entry.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _inside(top, root, entry, real_parent, problems):
+    """Where a folder entry really is, when that is inside the input root (top, after links); None for a link
+    out of it, which is not followed, so that a link to / does not walk the whole machine."""
     if not entry.is_symlink():
-        return True
+        return os.path.join(real_parent, entry.name)
     target = os.path.realpath(entry.path)
     if os.path.commonpath([top, target]) == top:
-        return True
+        return target
     problems.append(
         PageError(
             display_path(entry.path),
             "folder",
-            f"expected a folder inside {display_path(str(root))}, found a link to {display_path(target)}"
+            f"expected a folder inside {display_path(root)}, found a link to {display_path(target)}"
             " (not followed: name it as an input to read it)",
         )
     )
-    return False
+    return None
 
 
 def _source_file(path):
-    parts = path.parts
+    parts = path.split(os.sep)
     if "_cache" in parts:
         inside = parts[parts.index("_cache") + 1 :]
         if len(inside) == 3 and inside[2] == "specs.md":
-            return SourceFile(str(path), True, inside[0], inside[1])
-        return SourceFile(str(path), True)
-    return SourceFile(str(path), explicit=path.name == "specs.md")
+            return SourceFile(path, True, inside[0], inside[1])
+        return SourceFile(path, True)
+    return SourceFile(path, explicit=parts[-1] == "specs.md")
 
 
 def file_digest(data):
