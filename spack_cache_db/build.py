@@ -334,7 +334,8 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
                 (now.mtime_ns, now.ctime_ns, now.inode, source.path),
             )
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
-    writer = BackgroundWriter(path)
+    writer = BackgroundWriter(path, keep_going)
+    index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     try:
         loader = load.Loader(conn, writer)
         configurations = Configurations()
@@ -351,7 +352,9 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if plan.indexes.to_load and progress:
             progress.start_indexes(sum(len(t.read) for t in plan.indexes.to_load))
         for index_tag in plan.indexes.to_load:
-            loader.mark(str(index_tag.read[0].index_url) if index_tag.read else index_tag.tag)
+            source = str(index_tag.read[0].index_url) if index_tag.read else index_tag.tag
+            index_sources[source] = index_tag
+            loader.mark(source)
             _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
             loader.flush()
         for tag, error in plan.indexes.failures:
@@ -367,7 +370,25 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     changed_tags.update(
         row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))
     )
+    _leave_out_conflicts(conn, writer.conflicts, index_sources, summary)
     return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
+
+
+def _leave_out_conflicts(conn, conflicts, index_sources, summary):
+    """With --keep-going, an input that gives a hash other facts than where it first appeared is left out
+    (the writer found them as it wrote): a page now, a tag's indexes when the build finishes."""
+    for error in {error.path: error for error in reversed(conflicts)}.values():  # the first of each input
+        index_tag = index_sources.get(error.path)
+        if index_tag is None:
+            summary.pages_read -= 1
+            summary.rejected.append(error)
+            maintenance.reject_page(conn, _problem(error))
+            continue
+        summary.failed_tags.append(index_tag.tag)
+        summary.index_tags_read.remove(index_tag.tag)
+        summary.indexes_read -= len(index_tag.read)
+        summary.index_failures.append(error)
+        conn.execute(load.STATEMENTS["problems"], _problem(error, tag=index_tag.tag))
 
 
 def _reads_from_pages(index_tags, patterns):
@@ -433,12 +454,12 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
     try:
         records, rows = index_tags.read_tag(index_tag, configurations, keep_going, progress)
         tag_id = loader.tag_id(tag)
-        loader.add_nodes(records.nodes, records.documents[0].source if records.documents else tag)
+        loader.add_nodes(records.nodes)
         for document in records.documents:
             loader.add_document(document)
             _flush_now_and_then(loader)
         loader.add_dependencies(records.nodes)
-        for document in records.documents:  # once every spec of the tag has its id
+        for document in records.documents:  # once every spec of the tag is queued
             loader.add_dependencies(document.binaries)
             _flush_now_and_then(loader)
         for label, stored in rows:

@@ -1,7 +1,9 @@
 """Load records into cache.db: ids resolved in memory, rows (schema.ROWS, by name) handed to the writer in batches.
 
 Every row the loader makes is one of schema.ROWS; a table's rows are looked up by its identity (schema.IDENTITY),
-read from the database the first time the table is used, so an incremental build continues its ids.
+read from the database the first time the table is used, so an incremental build continues its ids. Specs are
+the exception (schema.NUMBERED_BY_DATABASE): millions of them, so rows name a spec by its hash and the writer
+numbers them, each hash once, its facts checked wherever it appears.
 """
 
 import json
@@ -9,7 +11,8 @@ import operator
 
 from spack_cache_db import normalise
 from spack_cache_db.db import schema
-from spack_cache_db.records import Built, Document, InputError
+from spack_cache_db.db.writer import Origin
+from spack_cache_db.records import Built, InputError
 
 ROWS = schema.ROWS
 STATEMENTS = {table: schema.insert_sql(table) for table in schema.COLUMNS}
@@ -31,12 +34,6 @@ def _tarball_prefix(tarballs, document, built):
     return prefix
 
 
-def _hash_key(spec_hash):
-    """A hash as the int its 32 characters spell in base 36 (Spack's alphabet, a-z and 2-7, is a subset of its
-    digits, so no two hashes share one): 48 bytes in memory where the string takes 81."""
-    return int(spec_hash, 36)
-
-
 class Loader:
     """Turns records into rows of one open database, remembering every id it has handed out."""
 
@@ -48,16 +45,10 @@ class Loader:
         self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []  # see mark()
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
-        self.built_of = {}  # configuration id -> (package, Built), for those this build added
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
-        # _hash_key(hash) -> spec id | configuration id << 32 for the hashes of this build: two ints per
-        # hash keep a history of millions in memory. Hashes already in the database are looked up when seen.
-        self.spec_ids, self.spec_sizes = {}, {}
-        self.with_edges = set()  # ids of specs whose edges are stored or queued
         self.kind_ids = {}  # DependencyKind -> id
-        for table in ("specs", "pages"):  # ids handed out without a lookup of every existing row
-            self.next_id[table] = conn.execute(f"SELECT ifnull(max(id), 0) + 1 FROM {table}").fetchone()[0]
-        self.database_has_specs = self.next_id["specs"] > 1
+        # Pages are numbered without a lookup of every existing row.
+        self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {
             (tag, package): path
             for tag, package, path in conn.execute(
@@ -129,14 +120,15 @@ class Loader:
         tag_id = self.tag_id(document.tag)
         package_id = self._named_id("packages", document.package)
         binaries = document.binaries
-        if self.database_has_specs:
-            self._look_up_in_database([b.hash for b in binaries if _hash_key(b.hash) not in self.spec_ids])
+        if self.origins:
+            self.origins[-1].binary_field = document.binary_field
+        page_id = self.next_id["pages"]  # a rejected document gives its id back (rollback)
+        self.next_id["pages"] += 1
         tarballs = {}  # Built.number -> the usual tarball URL of its binaries in this document, but the hash
         rows = [
-            self._spec_rows(document, package_id, number, binary, tarballs) for number, binary in enumerate(binaries)
+            self._spec_rows(document, page_id, package_id, number, binary, tarballs)
+            for number, binary in enumerate(binaries)
         ]
-        page_id = self.next_id["pages"]
-        self.next_id["pages"] += 1
         self.pages_by_name[(document.tag, document.package)] = document.source
         self.queue(
             ROWS["pages"](
@@ -153,16 +145,15 @@ class Loader:
             )
         )
         add_spec, add_page_spec = self.pending["specs"].append, self.pending["page_specs"].append
-        for new_spec, page_spec in rows:
-            if new_spec is not None:
-                add_spec(new_spec)
-            add_page_spec(page_spec._replace(page_id=page_id))
+        for spec, page_spec in rows:
+            add_spec(spec)
+            add_page_spec(page_spec)
 
-    def _spec_rows(self, document, package_id, position, binary, tarballs):
-        """(the specs row, or None for a spec known already; the page_specs row, its page to be filled in)"""
+    def _spec_rows(self, document, page_id, package_id, position, binary, tarballs):
+        """(the specs row, the page_specs row): both name the spec by its hash."""
         built = binary.built
-        configuration_id = self._configuration_of(document.package, package_id, built)
-        spec_id, new_spec = self._spec_id(binary.hash, configuration_id, binary.size, document, position)
+        configuration_id = self._configuration_of(package_id, built)
+        spec = ROWS["specs"](id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
         listing_id = self.listing_by_stacks.get((configuration_id, binary.stacks))
         if listing_id is None:
             listing_id = self._listing_id(configuration_id, self._stack_set_id(binary.stacks))
@@ -179,90 +170,44 @@ class Loader:
         else:
             extra = None
         page_spec = ROWS["page_specs"](
-            page_id=None,
-            spec_id=spec_id,
+            page_id=page_id,
+            spec_id=binary.hash,
             position=position,
             listing_id=listing_id,
             compiler_exact=int(built.compiler_exact),
             standard_tarball=standard_tarball,
             extra=extra,
         )
-        return new_spec, page_spec
+        return spec, page_spec
 
-    def _configuration_of(self, package, package_id, built):
+    def _configuration_of(self, package_id, built):
         configuration_id = self.configuration_by_built.get((package_id, built.number))
         if configuration_id is None:
-            configuration_id = self._configuration_id(package, package_id, built)
+            configuration_id = self._configuration_id(package_id, built)
             self.configuration_by_built[(package_id, built.number)] = configuration_id
         return configuration_id
 
-    def _spec_id(self, spec_hash, configuration_id, size, document, position, external=0):
-        """(spec id, the specs row to write or None when the hash is known): the same hash must have the same
-        facts wherever it appears; document (or a location) and position name where it does not."""
-        key = _hash_key(spec_hash)
-        known = self.spec_ids.get(key)
-        if known is None:
-            spec_id = self.next_id["specs"]
-            self.next_id["specs"] = spec_id + 1
-            self.spec_ids[key] = spec_id | configuration_id << 32
-            if size is not None:
-                self.spec_sizes[key] = size
-            row = ROWS["specs"](
-                id=spec_id, hash=spec_hash, configuration_id=configuration_id, size=size, external=external
-            )
-            return spec_id, row
-        if known >> 32 != configuration_id or self.spec_sizes.get(key) != size:
-            location, field = document, f"database.installs.{spec_hash}"
-            if isinstance(document, Document):
-                location, field = document.source, document.binary_field.format(position=position, hash=spec_hash)
-            raise InputError(
-                location,
-                field,
-                f"expected the same facts wherever hash {spec_hash} appears, but {self._first_path(known & 0xFFFFFFFF)} "
-                f"lists it as {self._describe(known >> 32, self.spec_sizes.get(key))} and this input as "
-                f"{self._describe(configuration_id, size)}",
-            )
-        return known & 0xFFFFFFFF, None
-
-    def _read_back(self, sql, parameters):
-        self.writer.sync()
-        return self.conn.execute(sql, parameters)
-
-    def add_nodes(self, nodes, location):
+    def add_nodes(self, nodes):
         """Specs that binaries depend on but that are not binaries themselves (externals, build-only
         compilers): rows in specs, not in any page."""
-        if self.database_has_specs:
-            self._look_up_in_database([n.hash for n in nodes if _hash_key(n.hash) not in self.spec_ids])
         for node in nodes:
-            package_id = self._named_id("packages", node.package)
-            configuration_id = self._configuration_of(node.package, package_id, node.built)
-            _, new_spec = self._spec_id(node.hash, configuration_id, None, location, None, int(node.external))
-            if new_spec is not None:
-                self.queue(new_spec)
-
-    def add_dependencies(self, specs):
-        """The edges of these Binaries or Nodes (all of whose hashes are known to this loader), for each spec
-        that has none stored yet: a spec's dependencies are part of its hash, so the same everywhere."""
-        ids = {spec.hash: self.spec_ids[_hash_key(spec.hash)] & 0xFFFFFFFF for spec in specs}
-        earlier = [spec_id for spec_id in ids.values() if spec_id < self.first_ids["specs"]]
-        if earlier:
-            self.with_edges.update(
-                row[0]
-                for row in self.conn.execute(
-                    "SELECT DISTINCT spec_id FROM spec_dependencies WHERE spec_id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(earlier),),
+            configuration_id = self._configuration_of(self._named_id("packages", node.package), node.built)
+            self.queue(
+                ROWS["specs"](
+                    id=None, hash=node.hash, configuration_id=configuration_id, size=None, external=int(node.external)
                 )
             )
+
+    def add_dependencies(self, specs):
+        """The edges of these Binaries or Nodes, by hash: a spec's dependencies are part of its hash, so the
+        same everywhere, and the writer stores them once."""
         add_edge = self.pending["spec_dependencies"].append
         for spec in specs:
-            spec_id = ids[spec.hash]
-            if spec_id in self.with_edges or not spec.dependencies:
-                continue
-            self.with_edges.add(spec_id)
-            for dependency_hash, kind in spec.dependencies:
-                dependency_id = self.spec_ids[_hash_key(dependency_hash)] & 0xFFFFFFFF
+            for dependency_hash, kind in spec.dependencies or ():
                 add_edge(
-                    ROWS["spec_dependencies"](spec_id=spec_id, dependency_id=dependency_id, kind_id=self._kind_id(kind))
+                    ROWS["spec_dependencies"](
+                        spec_id=spec.hash, dependency_id=dependency_hash, kind_id=self._kind_id(kind)
+                    )
                 )
 
     def _kind_id(self, kind):
@@ -276,44 +221,7 @@ class Loader:
             )
         return kind_id
 
-    def _look_up_in_database(self, hashes):
-        """Remember the specs of an earlier build among these hashes: one query per page. No need to wait for
-        the writer: the specs this build queued are remembered already, and these hashes are not among them."""
-        rows = self.conn.execute(
-            "SELECT hash, id, configuration_id, size FROM specs WHERE hash IN (SELECT value FROM json_each(?))",
-            (json.dumps(hashes),),
-        )
-        for spec_hash, spec_id, configuration_id, size in rows:
-            key = _hash_key(spec_hash)
-            self.spec_ids[key] = spec_id | configuration_id << 32
-            if size is not None:
-                self.spec_sizes[key] = size
-
-    def _first_path(self, spec_id):
-        """The page that listed a spec first: still queued, or already written."""
-        page_id = next((row.page_id for row in self.pending["page_specs"] if row.spec_id == spec_id), None)
-        if page_id is not None:
-            return next(row.path for row in self.pending["pages"] if row.id == page_id)
-        row = self._read_back(
-            "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
-            " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
-            (spec_id,),
-        ).fetchone()
-        return row[0] if row else "an earlier page"
-
-    def _describe(self, configuration_id, size):
-        if configuration_id in self.built_of:
-            package, built = self.built_of[configuration_id]
-            spec = normalise.spec_string(
-                package, built.version, built.variants, built.platform, built.os, built.target, built.compiler
-            )
-        else:
-            spec = self._read_back(
-                "SELECT spec FROM configuration_specs WHERE configuration_id = ?", (configuration_id,)
-            ).fetchone()[0]
-        return spec if size is None else f"{spec} (size {size})"
-
-    def _configuration_id(self, package, package_id, built):
+    def _configuration_id(self, package_id, built):
         """The configuration of a package's Built: its parts by id, and Built's other fields that are columns."""
         version_id = self._id(
             "versions",
@@ -339,11 +247,9 @@ class Loader:
             **{field: getattr(built, field) for field in BUILT_COLUMNS},
         )
 
-        def row(new_id):
-            self.built_of[new_id] = (package, built)
-            return columns._replace(id=new_id)
-
-        return self._id("configurations", _IDENTITY_OF["configurations"](columns), row)
+        return self._id(
+            "configurations", _IDENTITY_OF["configurations"](columns), lambda new_id: columns._replace(id=new_id)
+        )
 
     def _variant_id(self, variant):
         def row(new_id):
@@ -397,9 +303,6 @@ class Loader:
         def first_new(table):  # a table first used since the checkpoint: every id of this build
             return next_id.get(table) or self.first_ids[table] or 1
 
-        self.with_edges.difference_update(
-            row.spec_id for row in self.pending["spec_dependencies"][pending["spec_dependencies"] :]
-        )
         for table, length in pending.items():
             del self.pending[table][length:]
         for table in self.next_id:
@@ -411,15 +314,10 @@ class Loader:
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
         self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}
-        for configuration_id in [c for c in self.built_of if c >= first_new("configurations")]:
-            del self.built_of[configuration_id]
-        for key in [k for k, v in self.spec_ids.items() if v & 0xFFFFFFFF >= self.next_id["specs"]]:
-            del self.spec_ids[key]
-            self.spec_sizes.pop(key, None)
 
     def mark(self, source):
-        """The rows queued from here on come from source (a file), until the next mark."""
-        self.origins.append((source, {table: len(rows) for table, rows in self.pending.items()}))
+        """The rows queued from here on come from source (a file or an index), until the next mark."""
+        self.origins.append(Origin(source, {table: len(rows) for table, rows in self.pending.items()}))
 
     def flush(self):
         """Hand the queued rows to the writer, as plain tuples in their table's column order."""
@@ -427,7 +325,10 @@ class Loader:
         if batches:
             self.writer.write(batches, self.origins)
             self.pending = {table: [] for table in schema.LOAD_ORDER}
-        self.origins = []
+        # The input being read goes on queueing rows: they come from it, from the first of the next batch.
+        self.origins = [
+            Origin(last.source, dict.fromkeys(self.pending, 0), last.binary_field) for last in self.origins[-1:]
+        ]
 
 
 def load_tags_yaml(loader, tags):

@@ -65,6 +65,14 @@ def delete_pages(conn, paths):
     return tag_ids
 
 
+def reject_page(conn, problem):
+    """Take back a page the build wrote, recording why (a problems row): its file is read again next time."""
+    conn.execute("DELETE FROM pages WHERE path = ?", (problem.path,))  # its page_specs go with it
+    conn.execute("DELETE FROM problems WHERE path = ?", (problem.path,))
+    conn.execute("UPDATE sources SET outcome = 'rejected' WHERE path = ?", (problem.path,))
+    conn.execute(schema.insert_sql("problems"), problem)
+
+
 def prune_orphans(conn, full_text, added_from=None):
     """Delete the rows nothing refers to any more (schema.KEPT_WHILE_USED, children first; rows that belong to
     them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows they have:

@@ -5,6 +5,7 @@ references and which of its rows are orphans (foreign keys; ON DELETE CASCADE ma
 to its parent), and the columns of its full-text index."""
 
 import collections
+import functools
 import graphlib
 import hashlib
 from typing import NamedTuple
@@ -535,8 +536,17 @@ LOAD_ORDER = tuple(
         {name: {key.other_table for key in _DECLARED[name].foreign_keys} - {name} for name in COLUMNS}
     ).static_order()
 )
+
+
+def _row_type(table, columns):
+    """A named tuple of the table's columns, made by keywords: calling its __new__ directly costs a
+    quarter of calling the class (millions of rows a build)."""
+    row = collections.namedtuple(table, columns)
+    return functools.partial(row.__new__, row)
+
+
 # Rows travel by name: a named tuple per table, its fields the table's columns in order.
-ROWS = {table: collections.namedtuple(table, columns) for table, columns in COLUMNS.items()}
+ROWS = {table: _row_type(table, columns) for table, columns in COLUMNS.items()}
 
 
 def _identity(table):
@@ -606,10 +616,27 @@ def _full_text_ddl():
     return "\n".join(statements) + "\n"
 
 
+# Tables whose rows the database numbers, not the loader: there are millions of specs, so a row names a spec by
+# its identity (its hash) and the same spec written twice is one row (the writer checks that its facts agree).
+NUMBERED_BY_DATABASE = ("specs",)
+
+
 def insert_sql(table):
-    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple)."""
+    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple), a reference to a row the
+    database numbers given by that row's identity. A row the database numbers, or one identified only by
+    such references (an edge between specs), is written once: written again, nothing happens."""
     columns = COLUMNS[table]
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    references = {r.column: r.parent for r in REFERENCES if r.child == table and r.parent in NUMBERED_BY_DATABASE}
+    values = [
+        f"(SELECT id FROM {references[column]} WHERE {IDENTITY[references[column]][0]} = ?)"
+        if column in references
+        else "?"
+        for column in columns
+    ]
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
+    if table in NUMBERED_BY_DATABASE or (references and set(IDENTITY[table]) <= references.keys()):
+        sql += " ON CONFLICT DO NOTHING"
+    return sql
 
 
 # Incremental builds only build onto a database of exactly this shape.

@@ -1,14 +1,26 @@
 """The writer process: inserts the loader's rows into the new database on another core while the build reads."""
 
+import json
 import multiprocessing
 import signal
 import sqlite3
 import sys
 import threading
+from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.schema import COLUMNS
+from spack_cache_db.db.schema import COLUMNS, IDENTITY, NUMBERED_BY_DATABASE
 from spack_cache_db.records import InputError
+
+
+@dataclass
+class Origin:
+    """The input that queued rows from here on: source (a file or URL), where its rows start in each table's
+    batch ({table: index}), and the field that names one of its binaries (Document.binary_field)."""
+
+    source: str
+    firsts: dict
+    binary_field: str = "{hash}"
 
 
 class BackgroundWriter:
@@ -17,7 +29,9 @@ class BackgroundWriter:
     build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
     locks keep each read whole)."""
 
-    def __init__(self, path):
+    def __init__(self, path, keep_going=False):
+        self.keep_going = keep_going
+        self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
         method = _start_method()
         context = multiprocessing.get_context(method)
         if method == "forkserver":
@@ -28,11 +42,12 @@ class BackgroundWriter:
         child_end.close()
 
     def write(self, batches, origins):
-        """batches: [(table, statement, rows)]; origins: [(input, {table: index of its first row})] in the
-        order the inputs queued rows, so that a row the database refuses is named by the input it came from."""
+        """batches: [(table, statement, rows)]; origins: [Origin] in the order the inputs queued rows, so that a
+        row the database refuses is named by the input it came from. A spec whose facts differ from where its
+        hash first appeared stops the build, or with keep_going is one of the conflicts, and the build goes on."""
         self._send((batches, origins))
-        if self.pipe.poll():  # the writer sends nothing unasked but why it failed
-            self._raise_failure()
+        while self.pipe.poll():  # the writer sends nothing unasked but conflicts, and why it failed
+            self._take_conflict_or_raise()
 
     def sync(self):
         """Wait until every batch sent so far is committed."""
@@ -57,19 +72,28 @@ class BackgroundWriter:
             self._raise_failure()
 
     def _expect_done(self):
+        while self._take_conflict_or_raise() != "done":
+            pass
+
+    def _take_conflict_or_raise(self):
+        """The writer's next message: 'done', or a conflict (kept with keep_going, raised otherwise); what
+        it says when it fails is raised."""
         try:
             reply = self.pipe.recv()
         except (EOFError, OSError):
             self.process.join()
             reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
+        if type(reply) is tuple and reply[0] == "conflict":
+            conflict = InputError(*reply[1:])
+            if not self.keep_going:
+                raise conflict
+            self.conflicts.append(conflict)
+            return reply
         if type(reply) is tuple:
             raise InputError(*reply)
         if reply != "done":
             raise sqlite3.OperationalError(reply)
-
-    def _raise_failure(self):
-        self._expect_done()
-        raise sqlite3.OperationalError("the writer process stopped without saying why")
+        return reply
 
 
 def _start_method():
@@ -106,6 +130,9 @@ def _write_batches(path, pipe, builds_end):
             conn.execute("BEGIN")
             for table, statement, rows in batches:
                 _insert(conn, table, statement, rows, origins)
+                if table in NUMBERED_BY_DATABASE:
+                    for conflict in _conflicts(conn, table, rows, batches, origins):
+                        pipe.send(("conflict", *conflict))
             conn.execute("COMMIT")
     except RefusedRow as refused:
         pipe.send(refused.args)
@@ -130,10 +157,73 @@ def _insert(conn, table, statement, rows, origins):
     except (sqlite3.Error, ValueError, TypeError, OverflowError) as error:
         # Values are checked before they are queued; should one still be refused, say which input gave it.
         position = conn.total_changes - written  # the rows before it were inserted
-        source = next((name for name, first in reversed(origins) if first[table] <= position), "an input")
+        source = _origin(origins, table, position).source
         column = _refused_column(table, rows[position]) if position < len(rows) else None
         field = f"{table}.{column}" if column else table
         raise RefusedRow(source, field, f"expected a value the database can store ({error})") from error
+
+
+def _origin(origins, table, position):
+    return next((origin for origin in reversed(origins) if origin.firsts[table] <= position), Origin("an input", {}))
+
+
+def _conflicts(conn, table, rows, batches, origins):
+    """(input, field, expected) for each of these rows, just written, whose identity the table already held
+    with other facts (written earlier, or earlier in this batch): the first facts stay."""
+    columns = COLUMNS[table]
+    (key,) = IDENTITY[table]
+    facts = [column for column in columns if column not in ("id", key)]
+    differs = " OR ".join(f"{table}.{column} IS NOT batch.value ->> {columns.index(column)}" for column in facts)
+    found = conn.execute(
+        f"SELECT batch.key, {table}.id, {', '.join(f'{table}.{column}' for column in facts)} FROM json_each(?) AS batch"
+        f" JOIN {table} ON {table}.{key} = batch.value ->> {columns.index(key)} WHERE {differs}",
+        (json.dumps(rows),),
+    ).fetchall()
+    for position, stored_id, *stored in found:
+        row = dict(zip(columns, rows[position], strict=True))
+        origin = _origin(origins, table, position)
+        first = _first_source(conn, rows[:position], row, key, origins, table, stored_id)
+        field = origin.binary_field.format(
+            hash=row[key], position=_position_in_input(batches, origins, origin, row[key])
+        )
+        yield (
+            origin.source,
+            field,
+            f"expected the same facts wherever hash {row[key]} appears, but {first} lists it as"
+            f" {_describe(conn, dict(zip(facts, stored, strict=True)))} and this input as {_describe(conn, row)}",
+        )
+
+
+def _first_source(conn, earlier_rows, row, key, origins, table, stored_id):
+    """The input that first gave the stored row: earlier in this batch, or the first page that lists it."""
+    position = next((n for n, other in enumerate(earlier_rows) if other[COLUMNS[table].index(key)] == row[key]), None)
+    if position is not None:
+        return _origin(origins, table, position).source
+    found = conn.execute(
+        "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
+        " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
+        (stored_id,),
+    ).fetchone()
+    return found[0] if found else "an earlier input"
+
+
+def _position_in_input(batches, origins, origin, spec_hash):
+    """Where an input lists a spec (page_specs.position), from the page_specs rows it queued in this batch."""
+    for table, _, rows in batches:
+        if table == "page_specs":
+            position = COLUMNS[table].index("position")
+            spec = COLUMNS[table].index("spec_id")
+            start = origin.firsts.get(table, 0)
+            return next((row[position] for row in rows[start:] if row[spec] == spec_hash), None)
+    return None
+
+
+def _describe(conn, facts):
+    """A spec's facts as its spec string, and its size when the input gives one."""
+    (spec,) = conn.execute(
+        "SELECT spec FROM configuration_specs WHERE configuration_id = ?", (facts["configuration_id"],)
+    ).fetchone()
+    return spec if facts["size"] is None else f"{spec} (size {facts['size']})"
 
 
 def _refused_column(table, row):
