@@ -6,7 +6,7 @@ import hashlib
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3  # 3: build-cache indexes, dependencies between specs, sources' identity
+SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: version keys, externals by configuration
 
 TABLES = """
 CREATE TABLE tags (
@@ -36,13 +36,15 @@ CREATE TABLE versions (
     package_id INTEGER NOT NULL REFERENCES packages(id),
     version TEXT NOT NULL,
     version_rank INTEGER NOT NULL,
+    version_key TEXT NOT NULL DEFAULT '',
     UNIQUE (package_id, version)
 );
 CREATE TABLE compilers (
     id INTEGER PRIMARY KEY,
     label TEXT NOT NULL UNIQUE,
     name TEXT NOT NULL,
-    version TEXT
+    version TEXT,
+    version_key TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE oss (
     id INTEGER PRIMARY KEY,
@@ -225,6 +227,7 @@ CREATE TABLE build_info (
 
 INDEXES = """
 CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
+CREATE INDEX specs_of_externals ON specs(configuration_id) WHERE external;  -- few: find's ^dependencies
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
@@ -435,10 +438,17 @@ LOAD_ORDER = tuple(
 )
 
 
+# Columns with a DEFAULT are filled in once everything is loaded (version keys), not by the rows written.
+INSERTED_COLUMNS = {
+    name: tuple(column.name for column in table.columns if column.default_value is None)
+    for name, table in _DECLARED.items()
+}
+
+
 def insert_sql(table, replace_on_conflict=False):
-    """INSERT of a whole row of table, its values in COLUMNS order; with replace_on_conflict, a row whose
+    """INSERT of a row of table, its values in INSERTED_COLUMNS order; with replace_on_conflict, a row whose
     primary key exists already is updated instead."""
-    columns = COLUMNS[table]
+    columns = INSERTED_COLUMNS[table]
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     if replace_on_conflict:
         keys = _DECLARED[table].pks

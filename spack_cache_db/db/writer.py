@@ -7,7 +7,7 @@ import sys
 import threading
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.schema import COLUMNS
+from spack_cache_db.db.schema import INSERTED_COLUMNS
 from spack_cache_db.records import InputError
 
 
@@ -138,7 +138,7 @@ def _insert(conn, table, statement, rows, origins):
 
 def _refused_column(table, row):
     """The column of a value SQLite cannot take: an integer past 64 bits or text that is not Unicode."""
-    for column, value in zip(COLUMNS[table], row, strict=False):
+    for column, value in zip(INSERTED_COLUMNS[table], row, strict=False):
         if type(value) is int and not -(2**63) <= value < 2**63:
             return column
         if type(value) is str:
