@@ -8,6 +8,7 @@ package-history dashboard's, drawn on the page.
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+from spack_cache_db.query import find
 from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
@@ -113,7 +114,9 @@ async def package_page(datasette, database, request):
         for name, sql in _FILTER_CHOICES.items()
     }
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
-    found = await datasette.execute(database, find_binaries["sql"], {**filters, "package": package, "tag": tag})
+    found = await datasette.execute(
+        database, find_binaries["sql"], {**find.parameters(""), **filters, "package": package, "tag": tag}
+    )
     dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
     has_dependencies = bool(await rows(datasette, database, "SELECT 1 FROM spec_dependencies LIMIT 1"))
     return PackagePage(
