@@ -202,8 +202,8 @@ def test_down_the_dag_and_up_the_edges_give_the_same_answer(db, text, tag, expec
     """find_binaries.sql walks up from the dependencies when they are few, else down each binary's DAG: with
     the walk up allowed nothing, it walks down, and finds the same."""
     sql = find_module.QUERY.sql
-    walking_down = sql.replace("count(*) FROM dependency_binaries) <= 10000", "count(*) FROM dependency_binaries) < 0")
-    assert walking_down.count("< 0") == 3
+    walking_down = sql.replace("count(*) FROM dependency_specs) <= 10000", "count(*) FROM dependency_specs) < 0")
+    assert walking_down.count("< 0") == 1
     conn = find_module.open_database(db)
     parameters = find_module.parameters(text, [tag])
     assert conn.execute(walking_down, parameters).fetchall() == conn.execute(sql, parameters).fetchall()
@@ -315,6 +315,7 @@ def test_a_missing_database_or_one_not_ours_is_exit_2_and_one_line(db, tmp_path)
 def test_more_than_the_web_shows_says_so(db):
     result = find(db, "*")
     assert result.returncode == 0
+    assert find_module.ROW_LIMITS == (100, 1000)  # as the question says: 1,000 for a package, 100 without
     assert len(result.stdout.splitlines()) == 1 + find_module.ROW_LIMITS[0]
     assert (
         result.stderr

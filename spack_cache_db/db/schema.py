@@ -6,7 +6,7 @@ import hashlib
 
 import sqlite_utils
 
-SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: version keys, externals by configuration
+SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: version keys
 
 TABLES = """
 CREATE TABLE tags (
@@ -227,7 +227,6 @@ CREATE TABLE build_info (
 
 INDEXES = """
 CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
-CREATE INDEX specs_of_externals ON specs(configuration_id) WHERE external;  -- few: find's ^dependencies
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);

@@ -87,11 +87,12 @@ def parameters(spec_text, tags=(), host=""):
 class Found:
     columns: list
     rows: list  # dicts
+    limit: int  # the most the SQL gives for this spec
 
     @property
     def limited(self):
         """Whether there may be more than the web shows (and so find too)."""
-        return len(self.rows) in ROW_LIMITS
+        return len(self.rows) == self.limit
 
 
 def find(conn, spec_text, tags=(), host=""):
@@ -108,7 +109,7 @@ def find(conn, spec_text, tags=(), host=""):
         }
         for row in cursor
     ]
-    return Found(columns, rows)
+    return Found(columns, rows, ROW_LIMITS[1] if spec_module.parse(spec_text).root.name else ROW_LIMITS[0])
 
 
 def _value(column, value):

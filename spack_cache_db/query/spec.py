@@ -135,9 +135,8 @@ class Node:
 
 @dataclass
 class Spec:
-    text: str
     root: Node
-    dependencies: list
+    dependencies: list  # Nodes, after ^
 
     @property
     def nodes(self):
@@ -212,7 +211,7 @@ class _Parser:
                 self.compiler(token, current)
             else:
                 self.refuse(token)
-        return Spec(self.text, root, dependencies)
+        return Spec(root, dependencies)
 
     def refuse(self, token):
         if token.kind == "name":

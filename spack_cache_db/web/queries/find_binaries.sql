@@ -123,12 +123,13 @@ node_variant_sets AS (
     )
 ),
 -- The configurations each node accepts: those of its package (every package's for a binary without a
--- name) that pass each of its filters.
+-- name) that pass each of its filters; for the binary itself, only when it has filters.
 node_candidates AS (
     SELECT spec_nodes.n, versions.id AS version_id, versions.package_id
     FROM spec_nodes
     JOIN packages ON packages.name = spec_nodes.name
     JOIN versions ON versions.package_id = packages.id
+    WHERE spec_nodes.n > 0 OR spec_nodes.by_configuration  -- the scan below takes the binary's name itself
     UNION ALL
     SELECT spec_nodes.n, versions.id, versions.package_id
     FROM spec_nodes CROSS JOIN versions
@@ -153,11 +154,10 @@ node_configurations AS (
 ),
 -- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
 -- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
--- (binaries of any tag, through their listings; externals, through their index; by hash; and, when
--- those are few, the specs no mirror holds, read from specs) when there are few of them and of their
--- dependents; else down the DAG of each binary the scan reads, where many binaries have the dependency
--- and the LIMIT soon stops the scan. A bare ^name also matches the providers of a virtual of that name
--- (^mpi), on the edges: that is looked for down.
+-- (binaries of any tag through their listings, by hash, and, when those are few, the specs no mirror
+-- holds, read from specs) when there are few of them and of their dependents; else down the DAG of each
+-- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
+-- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
 virtual_kinds AS (
     SELECT DISTINCT spec_nodes.n, dependency_kinds.id
     FROM spec_nodes
@@ -165,37 +165,28 @@ virtual_kinds AS (
     WHERE spec_nodes.n > 0 AND spec_nodes.bare
       AND EXISTS (SELECT 1 FROM json_each(dependency_kinds.virtuals) WHERE json_each.value = spec_nodes.name)
 ),
-dependency_binaries AS MATERIALIZED (
+dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, page_specs.spec_id
     FROM node_configurations
     CROSS JOIN listings ON listings.configuration_id = node_configurations.configuration_id
     CROSS JOIN page_specs ON page_specs.listing_id = listings.id
     WHERE node_configurations.n > 0
-    UNION
-    SELECT node_configurations.n, specs.id
-    FROM node_configurations
-    CROSS JOIN specs INDEXED BY specs_of_externals ON specs.configuration_id = node_configurations.configuration_id
-    WHERE node_configurations.n > 0 AND specs.external
-    UNION
+    UNION ALL
     SELECT spec_nodes.n, specs.id
     FROM spec_nodes
     CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
     WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
-    LIMIT 10001
-),
-dependency_specs AS MATERIALIZED (
-    SELECT n, spec_id FROM dependency_binaries
-    UNION
+    UNION ALL
     SELECT node_configurations.n, unlisted.id
     FROM (
         SELECT specs.id, specs.configuration_id
         FROM specs
-        WHERE (SELECT count(*) FROM dependency_binaries) <= 10000
-          AND specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
-          AND NOT specs.external AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
+        WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
+          AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
     ) AS unlisted
     CROSS JOIN node_configurations ON node_configurations.configuration_id = unlisted.configuration_id
     WHERE node_configurations.n > 0
+    LIMIT 10001  -- the arms are read in turn: past this many, the specs are not read
 ),
 dependents(n, spec_id) AS (
     SELECT dependency_specs.n, spec_dependencies.spec_id
@@ -203,16 +194,24 @@ dependents(n, spec_id) AS (
     CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependency_specs.spec_id
     CROSS JOIN specs ON specs.id = dependency_specs.spec_id
     CROSS JOIN spec_nodes ON spec_nodes.n = dependency_specs.n
-    WHERE (SELECT count(*) FROM dependency_binaries) <= 10000
-      AND (spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'))
+    WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
     UNION
     SELECT dependents.n, spec_dependencies.spec_id
     FROM dependents
     CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependents.spec_id
     LIMIT 50001
 ),
+-- The binaries found up the edges, how many of the spec's dependencies each has, and their packages.
+dependents_found AS MATERIALIZED (
+    SELECT dependents.spec_id, versions.package_id, count(DISTINCT dependents.n) AS dependencies
+    FROM dependents
+    CROSS JOIN specs ON specs.id = dependents.spec_id
+    CROSS JOIN configurations ON configurations.id = specs.configuration_id
+    CROSS JOIN versions ON versions.id = configurations.version_id
+    GROUP BY dependents.spec_id
+),
 walk AS MATERIALIZED (
-    SELECT (SELECT count(*) FROM dependency_binaries) <= 10000 AND (SELECT count(*) FROM dependents) <= 50000
+    SELECT (SELECT count(*) FROM dependency_specs) <= 10000 AND (SELECT count(*) FROM dependents) <= 50000
         AND NOT EXISTS (SELECT 1 FROM virtual_kinds) AS up
 ),
 args AS (
@@ -279,14 +278,8 @@ stack_sets_of_the_stack AS (
     JOIN stacks ON stacks.name = args.stack
     JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
 ),
-dependents_found AS MATERIALIZED (
-    SELECT dependents.spec_id, count(DISTINCT dependents.n) AS dependencies
-    FROM walk CROSS JOIN dependents
-    WHERE walk.up
-    GROUP BY dependents.spec_id
-),
 -- Packages that can match, so that the scan below skips the others: those of the spec's hash (/abcd), of
--- the configurations its filters leave, and of the binaries found with each of its ^dependencies.
+-- the configurations its filters leave, and of the binaries found up the edges.
 hash_packages AS (
     SELECT versions.package_id
     FROM args
@@ -294,15 +287,6 @@ hash_packages AS (
     CROSS JOIN configurations ON configurations.id = specs.configuration_id
     CROSS JOIN versions ON versions.id = configurations.version_id
     WHERE args.spec_hash <> ''
-),
-dependent_packages AS (
-    SELECT versions.package_id
-    FROM args
-    CROSS JOIN dependents_found
-    CROSS JOIN specs ON specs.id = dependents_found.spec_id
-    CROSS JOIN configurations ON configurations.id = specs.configuration_id
-    CROSS JOIN versions ON versions.id = configurations.version_id
-    WHERE dependents_found.dependencies = args.dependencies
 ),
 -- The rows in order, LIMIT applied. Packages come first and are read in name order through their name
 -- index, so SQLite sorts one package at a time and stops at the LIMIT: without a package it reads the
@@ -345,8 +329,8 @@ found AS (
       AND NOT args.spec_error AND NOT args.conflicting
       AND (args.spec_hash = '' OR packages.id IN (SELECT package_id FROM hash_packages))
       AND (NOT args.spec_by_configuration OR packages.id IN (SELECT package_id FROM node_configurations WHERE n = 0))
-      AND (args.dependencies = 0 OR NOT walk.up
-           OR packages.id IN (SELECT package_id FROM dependent_packages))
+      AND (args.dependencies = 0 OR NOT walk.up OR packages.id IN (
+          SELECT package_id FROM dependents_found WHERE dependents_found.dependencies = args.dependencies))
       AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
       AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
       AND (args.os = '' OR oss.name = args.os)
