@@ -227,7 +227,7 @@ def find(spec, database, tags, host, output_format):
     Exit status: 0 when something matched; 1 when nothing did (saying which names the database does not
     hold, and the closest it does); 2 when SPEC does not parse or DATABASE cannot be read.
     """
-    text = " ".join(spec)
+    text, host = " ".join(spec), host.strip().lower()
     try:
         parsed = spec_module.parse(text)
         conn = find_module.open_database(database)
@@ -235,7 +235,7 @@ def find(spec, database, tags, host, output_format):
         click.echo(f"Error: {error}", err=True)
         sys.exit(2)
     try:
-        found = find_module.find(conn, text, tags, host.strip().lower())
+        found = find_module.find(conn, text, tags, host)
         unknown = [] if found.rows else find_module.unknown_names(parsed, tags, host, find_module.known_in(conn))
     except KeyboardInterrupt:
         sys.exit(130)
@@ -252,6 +252,9 @@ def find(spec, database, tags, host, output_format):
         )
 
 
+TABLE_HEADER = ("hash", "spec", "tag", "stacks")
+
+
 def _write_found(found, output_format):
     if output_format == "json":
         click.echo(json.dumps(found.rows, indent=2, ensure_ascii=False))
@@ -260,13 +263,16 @@ def _write_found(found, output_format):
         writer.writerow(found.columns)
         writer.writerows([_csv_cell(row[column]) for column in found.columns] for row in found.rows)
     elif found.rows:
-        shown = [(row["hash"], row["spec"], row["tag"], ", ".join(row["stacks"])) for row in found.rows]
-        widths = [max(len(line[n]) for line in [*shown, TABLE_HEADER]) for n in range(len(TABLE_HEADER) - 1)]
-        for line in [TABLE_HEADER, *shown]:
-            click.echo("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths, strict=False)), line[-1]]))
+        _write_table(
+            [TABLE_HEADER, *((row["hash"], row["spec"], row["tag"], ", ".join(row["stacks"])) for row in found.rows)]
+        )
 
 
-TABLE_HEADER = ("hash", "spec", "tag", "stacks")
+def _write_table(lines):
+    """Columns aligned, two spaces apart; the last one as it is."""
+    widths = [max(len(line[column]) for line in lines) for column in range(len(lines[0]) - 1)]
+    for line in lines:
+        click.echo("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths, strict=False)), line[-1]]))
 
 
 def _csv_cell(value):
