@@ -58,7 +58,8 @@ spec_nodes AS (
     FROM given, json_each(given.spec_nodes) AS node
 ),
 -- What each node of the spec accepts. Versions lie in one of its ranges [lo, hi) of Spack's order
--- (version_key; '' is no bound), and so do compilers' versions.
+-- (version_key; '' is no bound), and so do compilers' versions. A node's number and an id are looked
+-- up as one number, n << 32 | id: SQLite reads a list of row values (n, id) through, not by an index.
 node_versions AS (
     SELECT DISTINCT spec_nodes.n, versions.id
     FROM spec_nodes
@@ -145,12 +146,40 @@ node_configurations AS (
     WHERE (spec_nodes.os = '' OR oss.name = spec_nodes.os)
       AND (spec_nodes.platform = '' OR platforms.name = spec_nodes.platform)
       AND (NOT spec_nodes.by_version
-           OR (spec_nodes.n, configurations.version_id) IN (SELECT n, id FROM node_versions))
+           OR (spec_nodes.n << 32 | configurations.version_id) IN (SELECT n << 32 | id FROM node_versions))
       AND (NOT spec_nodes.by_compiler
-           OR (spec_nodes.n, configurations.compiler_id) IN (SELECT n, id FROM node_compilers))
-      AND (NOT spec_nodes.by_target OR (spec_nodes.n, configurations.target_id) IN (SELECT n, id FROM node_targets))
+           OR (spec_nodes.n << 32 | configurations.compiler_id) IN (SELECT n << 32 | id FROM node_compilers))
+      AND (NOT spec_nodes.by_target
+           OR (spec_nodes.n << 32 | configurations.target_id) IN (SELECT n << 32 | id FROM node_targets))
       AND (NOT spec_nodes.by_variants
-           OR (spec_nodes.n, configurations.variant_set_id) IN (SELECT n, variant_set_id FROM node_variant_sets))
+           OR (spec_nodes.n << 32 | configurations.variant_set_id)
+               IN (SELECT n << 32 | variant_set_id FROM node_variant_sets))
+),
+args AS (
+    SELECT
+        given.*,
+        coalesce(nullif(root.name, ''), given.field_package) AS package,
+        root.name <> '' AND given.field_package <> '' AND root.name <> given.field_package AS conflicting,
+        root.hash AS spec_hash,
+        root.by_configuration AS spec_by_configuration,
+        (SELECT count(*) FROM spec_nodes WHERE n > 0) AS dependencies
+    FROM given
+    JOIN spec_nodes AS root ON root.n = 0
+),
+-- The variant and tag fields split at spaces.
+words(field, word, rest) AS (
+    SELECT 'variant', '', variant || ' ' FROM args
+    UNION ALL
+    SELECT 'tag', '', tag || ' ' FROM args
+    UNION ALL
+    SELECT field, substr(rest, 1, instr(rest, ' ') - 1), ltrim(substr(rest, instr(rest, ' ') + 1))
+    FROM words WHERE rest <> ''
+),
+wanted AS (SELECT DISTINCT word AS term FROM words WHERE field = 'variant' AND word <> ''),
+wanted_tags AS MATERIALIZED (
+    SELECT tags.id, tags.name, tags.sort_order, tags.mirror_url
+    FROM tags
+    WHERE EXISTS (SELECT 1 FROM words WHERE field = 'tag' AND word <> '' AND tags.name GLOB word)
 ),
 -- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
 -- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
@@ -158,6 +187,14 @@ node_configurations AS (
 -- holds, read from specs) when there are few of them and of their dependents; else down the DAG of each
 -- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
 -- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
+-- A package with few binaries in the tags asked for is read down at once.
+root_binaries AS MATERIALIZED (
+    SELECT args.package <> '' AND coalesce((
+        SELECT sum(pages.num_specs) FROM packages JOIN pages ON pages.package_id = packages.id
+        WHERE packages.name = args.package AND pages.tag_id IN (SELECT id FROM wanted_tags)
+    ), 0) <= 2000 AS few
+    FROM args
+),
 virtual_kinds AS (
     SELECT DISTINCT spec_nodes.n, dependency_kinds.id
     FROM spec_nodes
@@ -167,21 +204,27 @@ virtual_kinds AS (
 ),
 dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, page_specs.spec_id
-    FROM node_configurations
+    FROM root_binaries
+    CROSS JOIN node_configurations
     CROSS JOIN listings ON listings.configuration_id = node_configurations.configuration_id
     CROSS JOIN page_specs ON page_specs.listing_id = listings.id
-    WHERE node_configurations.n > 0
+    WHERE NOT root_binaries.few AND node_configurations.n > 0
     UNION ALL
     SELECT spec_nodes.n, specs.id
-    FROM spec_nodes
+    FROM root_binaries
+    CROSS JOIN spec_nodes
     CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
-    WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
+    WHERE NOT root_binaries.few AND spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration
+      AND spec_nodes.hash <> ''
     UNION ALL
     SELECT node_configurations.n, unlisted.id
     FROM (
         SELECT specs.id, specs.configuration_id
-        FROM specs
-        WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
+        FROM root_binaries
+        CROSS JOIN (SELECT 1 FROM node_configurations WHERE n > 0 LIMIT 1)  -- none: specs are not read
+        CROSS JOIN specs
+        WHERE NOT root_binaries.few
+          AND specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
           AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
     ) AS unlisted
     CROSS JOIN node_configurations ON node_configurations.configuration_id = unlisted.configuration_id
@@ -211,34 +254,9 @@ dependents_found AS MATERIALIZED (
     GROUP BY dependents.spec_id
 ),
 walk AS MATERIALIZED (
-    SELECT (SELECT count(*) FROM dependency_specs) <= 10000 AND (SELECT count(*) FROM dependents) <= 50000
-        AND NOT EXISTS (SELECT 1 FROM virtual_kinds) AS up
-),
-args AS (
-    SELECT
-        given.*,
-        coalesce(nullif(root.name, ''), given.field_package) AS package,
-        root.name <> '' AND given.field_package <> '' AND root.name <> given.field_package AS conflicting,
-        root.hash AS spec_hash,
-        root.by_configuration AS spec_by_configuration,
-        (SELECT count(*) FROM spec_nodes WHERE n > 0) AS dependencies
-    FROM given
-    JOIN spec_nodes AS root ON root.n = 0
-),
--- The variant and tag fields split at spaces.
-words(field, word, rest) AS (
-    SELECT 'variant', '', variant || ' ' FROM args
-    UNION ALL
-    SELECT 'tag', '', tag || ' ' FROM args
-    UNION ALL
-    SELECT field, substr(rest, 1, instr(rest, ' ') - 1), ltrim(substr(rest, instr(rest, ' ') + 1))
-    FROM words WHERE rest <> ''
-),
-wanted AS (SELECT DISTINCT word AS term FROM words WHERE field = 'variant' AND word <> ''),
-wanted_tags AS MATERIALIZED (
-    SELECT tags.id, tags.name, tags.sort_order, tags.mirror_url
-    FROM tags
-    WHERE EXISTS (SELECT 1 FROM words WHERE field = 'tag' AND word <> '' AND tags.name GLOB word)
+    SELECT known AND (SELECT count(*) FROM dependents) <= 50000 AND NOT EXISTS (SELECT 1 FROM virtual_kinds) AS up,
+        known
+    FROM (SELECT NOT few AND (SELECT count(*) FROM dependency_specs) <= 10000 AS known FROM root_binaries)
 ),
 -- +mpi and ~mpi match exactly; name=value also matches name:=value and one value of a
 -- multi-valued variant (cuda_arch=80 matches cuda_arch=70,80); a bare word means +word.
@@ -361,10 +379,14 @@ found AS (
           FROM below
           CROSS JOIN specs AS node ON node.id = below.spec_id
           CROSS JOIN spec_nodes AS dependency ON dependency.n > 0
-          WHERE (dependency.n, below.provides) IN (SELECT n, id FROM virtual_kinds)
+          WHERE (dependency.n << 32 | below.provides) IN (SELECT n << 32 | id FROM virtual_kinds)
              OR (dependency.hash = '' OR (node.hash >= dependency.hash AND node.hash < dependency.hash || '~'))
-            AND (dependency.name = '' AND NOT dependency.by_configuration
-                 OR (dependency.n, node.configuration_id) IN (SELECT n, configuration_id FROM node_configurations))
+                AND CASE WHEN walk.known  -- the specs that match are known
+                    THEN (dependency.n << 32 | node.id) IN (SELECT n << 32 | spec_id FROM dependency_specs)
+                    ELSE dependency.name = '' AND NOT dependency.by_configuration
+                        OR (dependency.n << 32 | node.configuration_id)
+                            IN (SELECT n << 32 | configuration_id FROM node_configurations)
+                END
       ))
     ORDER BY packages.name, versions.version_rank DESC, wanted_tags.sort_order, compilers.label, oss.name,
         targets.name, specs.hash
