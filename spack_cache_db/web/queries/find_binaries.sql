@@ -187,7 +187,8 @@ wanted_tags AS MATERIALIZED (
 -- holds, read from specs) when there are few of them and of their dependents; else down the DAG of each
 -- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
 -- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
--- A package with few binaries in the tags asked for is read down at once.
+-- A package with few binaries in the tags asked for is read down at once. (A CTE is read when first used:
+-- what a way does not use is not read.)
 root_binaries AS MATERIALIZED (
     SELECT args.package <> '' AND coalesce((
         SELECT sum(pages.num_specs) FROM packages JOIN pages ON pages.package_id = packages.id
@@ -204,27 +205,22 @@ virtual_kinds AS (
 ),
 dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, page_specs.spec_id
-    FROM root_binaries
-    CROSS JOIN node_configurations
+    FROM node_configurations
     CROSS JOIN listings ON listings.configuration_id = node_configurations.configuration_id
     CROSS JOIN page_specs ON page_specs.listing_id = listings.id
-    WHERE NOT root_binaries.few AND node_configurations.n > 0
+    WHERE node_configurations.n > 0
     UNION ALL
     SELECT spec_nodes.n, specs.id
-    FROM root_binaries
-    CROSS JOIN spec_nodes
+    FROM spec_nodes
     CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
-    WHERE NOT root_binaries.few AND spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration
-      AND spec_nodes.hash <> ''
+    WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
     UNION ALL
     SELECT node_configurations.n, unlisted.id
     FROM (
         SELECT specs.id, specs.configuration_id
-        FROM root_binaries
-        CROSS JOIN (SELECT 1 FROM node_configurations WHERE n > 0 LIMIT 1)  -- none: specs are not read
+        FROM (SELECT 1 FROM node_configurations WHERE n > 0 LIMIT 1)  -- none: specs are not read
         CROSS JOIN specs
-        WHERE NOT root_binaries.few
-          AND specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
+        WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
           AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
     ) AS unlisted
     CROSS JOIN node_configurations ON node_configurations.configuration_id = unlisted.configuration_id
