@@ -25,7 +25,7 @@ WITH given AS (
         trim(coalesce(:stack, '')) AS stack,
         replace(ltrim(trim(coalesce(:compiler, '')), '%'), '@=', '@') AS compiler,
         substr(trim(coalesce(:variant, '')), 1, 500) AS variant,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (
+        coalesce(nullif(substr(trim(coalesce(:tag, '')), 1, 1000), ''), (
             SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
             ORDER BY sort_order LIMIT 1
         )) AS tag,
@@ -177,9 +177,9 @@ words(field, word, rest) AS (
 ),
 wanted AS (SELECT DISTINCT word AS term FROM words WHERE field = 'variant' AND word <> ''),
 wanted_tags AS MATERIALIZED (
-    SELECT tags.id, tags.name, tags.sort_order, tags.mirror_url
-    FROM tags
-    WHERE EXISTS (SELECT 1 FROM words WHERE field = 'tag' AND word <> '' AND tags.name GLOB word)
+    SELECT DISTINCT tags.id, tags.name, tags.sort_order, tags.mirror_url
+    FROM (SELECT DISTINCT word FROM words WHERE field = 'tag' AND word <> '') AS patterns
+    CROSS JOIN tags ON tags.name GLOB patterns.word
 ),
 -- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
 -- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
