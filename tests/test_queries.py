@@ -89,7 +89,7 @@ async def test_query_runs_with_no_parameters(ds, name):
 
 # search_specs calls Datasette's escape_fts, which plain sqlite3 does not have.
 @pytest.mark.parametrize("name", sorted(set(ROWS_WITH_NO_PARAMETERS) - {"search_specs"}))
-def test_query_runs_in_sqlite3_as_it_is_with_its_parameters_unset(cache_db, name):
+async def test_query_runs_in_sqlite3_as_it_is_with_its_parameters_unset(cache_db, name):
     """What the README promises: queries/<name>.sql runs in sqlite3, unset parameters (the magic :_spec_ ones
     too) counting as empty."""
     sql = QUERIES[name]["sql"]
