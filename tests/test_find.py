@@ -200,7 +200,8 @@ def test_a_dependency_anywhere_in_the_dag_matches(db, text, tag, expected):
 @pytest.mark.parametrize("text, tag, expected", DEPENDENCIES, ids=[text for text, _, _ in DEPENDENCIES])
 def test_down_the_dag_and_up_the_edges_give_the_same_answer(db, text, tag, expected):
     """find_binaries.sql walks up from the dependencies when they are few, else down each binary's DAG (by
-    the specs that match when those are known, else reading each spec): each way finds the same."""
+    the specs that match when those are known, else reading each spec; at once for a package with few
+    binaries): each way finds the same."""
     sql = find_module.QUERY.sql
     up_allowed_nothing = sql.replace(
         "(SELECT count(*) FROM dependents) <= 50000", "(SELECT count(*) FROM dependents) < 0"
@@ -208,12 +209,14 @@ def test_down_the_dag_and_up_the_edges_give_the_same_answer(db, text, tag, expec
     nothing_known = sql.replace(
         "(SELECT count(*) FROM dependency_specs) <= 10000", "(SELECT count(*) FROM dependency_specs) < 0"
     )
-    assert up_allowed_nothing != sql and nothing_known != sql
+    never_few = sql.replace("), 0) <= 2000 AS few", "), 0) < 0 AS few")
+    assert sql not in (up_allowed_nothing, nothing_known, never_few)
     conn = find_module.open_database(db)
     parameters = find_module.parameters(text, [tag])
     answer = conn.execute(sql, parameters).fetchall()
     assert conn.execute(up_allowed_nothing, parameters).fetchall() == answer  # down, by the specs found
     assert conn.execute(nothing_known, parameters).fetchall() == answer  # down, reading each spec
+    assert conn.execute(never_few, parameters).fetchall() == answer  # a package named: up too
 
 
 # --- The terminal -------------------------------------------------------------------------------------------

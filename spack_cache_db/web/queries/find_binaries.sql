@@ -249,10 +249,13 @@ dependents_found AS MATERIALIZED (
     CROSS JOIN versions ON versions.id = configurations.version_id
     GROUP BY dependents.spec_id
 ),
+-- (CASE, unlike AND, leaves a subquery unread when the answer is known without it.)
 walk AS MATERIALIZED (
-    SELECT known AND (SELECT count(*) FROM dependents) <= 50000 AND NOT EXISTS (SELECT 1 FROM virtual_kinds) AS up,
+    SELECT CASE WHEN known AND NOT EXISTS (SELECT 1 FROM virtual_kinds)
+            THEN (SELECT count(*) FROM dependents) <= 50000 ELSE 0 END AS up,
         known
-    FROM (SELECT NOT few AND (SELECT count(*) FROM dependency_specs) <= 10000 AS known FROM root_binaries)
+    FROM (SELECT CASE WHEN few THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known
+          FROM root_binaries)
 ),
 -- +mpi and ~mpi match exactly; name=value also matches name:=value and one value of a
 -- multi-valued variant (cuda_arch=80 matches cuda_arch=70,80); a bare word means +word.
