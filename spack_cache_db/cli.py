@@ -1,8 +1,10 @@
 """The command line: build (the default), export, check and metadata; questions asked of a built database
-(deps, dependents, diff: spack_cache_db.query answers them, as it does on the web)."""
+(find, deps, dependents, diff: spack_cache_db.query answers them, as it does on the web)."""
 
+import csv
 import json
 import signal
+import sqlite3
 import sys
 import time
 from importlib import resources
@@ -17,6 +19,8 @@ from spack_cache_db.db import check as check_module
 from spack_cache_db.db import export as export_module
 from spack_cache_db.query import dependencies, lookup
 from spack_cache_db.query import diff as diff_module
+from spack_cache_db.query import find as find_module
+from spack_cache_db.query import spec as spec_module
 from spack_cache_db.read import inputs
 from spack_cache_db.records import InputError, printable
 
@@ -196,6 +200,86 @@ def _index_lines(summary):
     if failed > 5:
         lines.append(f"  ... and {failed - 5} more failed index(es)")
     return lines
+
+
+@cli.command()
+@click.argument("spec", nargs=-1, required=True)
+@click.option("--db", "database", default="cache.db", show_default=True, type=click.Path(), help="Database to ask.")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="PATTERN",
+    help="Search only tags matching this shell-style pattern (repeatable: develop, 'v2025.*'); without it, every tag.",
+)
+@click.option("--host", default="", metavar="CPU", help="Keep binaries that run on this CPU (zen3, neoverse_v2, m1).")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="A table as `spack buildcache list -L -v` shows (hash, spec, tag, stacks), or every column.",
+)
+def find(spec, database, tags, host, output_format):
+    """Binaries matching SPEC, written as `spack buildcache list` takes it (hdf5@1.14: +mpi %gcc@13
+    ^mpich@4), with the answer the web's find question gives: the same SQL, at most 1,000 binaries of a
+    package and 100 without one.
+
+    Exit status: 0 when something matched; 1 when nothing did (saying which names the database does not
+    hold, and the closest it does); 2 when SPEC does not parse or DATABASE cannot be read.
+    """
+    text, host = " ".join(spec), host.strip().lower()
+    try:
+        parsed = spec_module.parse(text)
+        conn = find_module.open_database(database)
+    except (spec_module.SpecError, find_module.FindError) as error:
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(2)
+    try:
+        found = find_module.find(conn, text, tags, host)
+        unknown = [] if found.rows else find_module.unknown_names(parsed, tags, host, find_module.known_in(conn))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except sqlite3.DatabaseError as error:
+        click.echo(f"Error: {database}: {error}", err=True)
+        sys.exit(2)
+    _write_found(found, output_format)
+    if not found.rows:
+        click.echo("\n".join([f"No binary matches {text!r}.", *map(str, unknown)]), err=True)
+        sys.exit(1)
+    if found.limited:
+        click.echo(
+            f"These are the first {len(found.rows):,} binaries: narrow the spec or --tag for the rest.", err=True
+        )
+
+
+TABLE_HEADER = ("hash", "spec", "tag", "stacks")
+
+
+def _write_found(found, output_format):
+    if output_format == "json":
+        click.echo(json.dumps(found.rows, indent=2, ensure_ascii=False))
+    elif output_format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(found.columns)
+        writer.writerows([_csv_cell(row[column]) for column in found.columns] for row in found.rows)
+    elif found.rows:
+        _write_table(
+            [TABLE_HEADER, *((row["hash"], row["spec"], row["tag"], ", ".join(row["stacks"])) for row in found.rows)]
+        )
+
+
+def _write_table(lines):
+    """Columns aligned, two spaces apart; the last one as it is."""
+    widths = [max(len(line[column]) for line in lines) for column in range(len(lines[0]) - 1)]
+    for line in lines:
+        click.echo("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths, strict=False)), line[-1]]))
+
+
+def _csv_cell(value):
+    """Lists as the JSON text the database and the web's CSV have."""
+    return json.dumps(value) if isinstance(value, list) else value
 
 
 @cli.command()

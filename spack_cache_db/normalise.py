@@ -13,7 +13,6 @@ INFINITY_WORDS = ("stable", "trunk", "head", "master", "main", "develop")
 PRERELEASES = ("alpha", "beta", "rc")
 _FINAL_RELEASE = (len(PRERELEASES),)
 _COMPONENT = re.compile(r"[A-Za-z]+|[0-9]+")
-_PRERELEASE_SUFFIX = re.compile(r"(.*?)[._-]?(alpha|beta|rc)[._-]?([0-9]+)")  # every pattern here: fullmatch
 
 
 def _number(digits):
@@ -45,15 +44,18 @@ def version_key(version):
 
     Components split at '.', '-', '_' and letter/digit boundaries compare one by one
     (numbers as numbers, develop > main > master > head > trunk > stable > numbers >
-    other words), a shorter prefix sorts first, and alphaN < betaN < rcN < the release.
+    other words), a shorter prefix sorts first, and a last component alpha, beta or rc (with or
+    without a number after it) marks a pre-release: 1.2alpha < 1.2alpha1 < 1.2beta1 < 1.2rc1 < 1.2.
     """
-    release, prerelease = version, _FINAL_RELEASE
-    match = _PRERELEASE_SUFFIX.fullmatch(version)
-    if match and match.group(1):
-        release = match.group(1)
-        prerelease = (PRERELEASES.index(match.group(2)), _number(match.group(3)))
-    components = tuple(_component_key(c) for c in _COMPONENT.findall(release))
-    return (components, prerelease)
+    components = _COMPONENT.findall(version)
+    prerelease = _FINAL_RELEASE
+    if len(components) >= 3 and components[-2] in PRERELEASES and components[-1].isdigit():
+        prerelease = (PRERELEASES.index(components[-2]), _number(components[-1]))
+        components = components[:-2]
+    elif len(components) >= 2 and components[-1] in PRERELEASES:
+        prerelease = (PRERELEASES.index(components[-1]),)
+        components = components[:-1]
+    return (tuple(_component_key(c) for c in components), prerelease)
 
 
 @dataclass(frozen=True)
@@ -279,3 +281,70 @@ def compiler_text(built):
     if built.compiler.version is None:
         return built.compiler.name
     return f"{built.compiler.name}@{'=' if built.compiler_exact else ''}{built.compiler.version}"
+
+
+# Versions as text whose byte order is version_key's order, so that SQL can compare them (versions.version_key):
+# each component is a kind byte (word 1, number 2, infinity word 3) and its value, and 00 ends the components,
+# so that a prefix sorts right below its extensions (1.14 < 1.14.0 < 1.14.6 < 1.15); then the pre-release kind
+# (alpha 0, beta 1, rc 2, final 3) and its number. Numbers are their length (4 bytes) and their digits.
+def _encoded_number(number):
+    length, digits = number
+    return length.to_bytes(4, "big") + digits.encode()
+
+
+def _encoded_component(component):
+    kind, value, word = component
+    if kind == 1:
+        return b"\x01" + word.encode() + b"\x00"
+    if kind == 2:
+        return b"\x02" + _encoded_number(value)
+    return b"\x03" + bytes((value,))
+
+
+def sortable_version(key):
+    """A version_key as lower-case hex text that sorts as the key does."""
+    components, prerelease = key
+    encoded = b"".join(map(_encoded_component, components)) + b"\x00" + bytes(prerelease[:1])
+    if len(prerelease) > 1:
+        encoded += _encoded_number(prerelease[1])
+    return encoded.hex()
+
+
+def version_sort_key(version):
+    return sortable_version(version_key(version))
+
+
+def _next_digits(digits):
+    """The number one above a digit string, as a digit string."""
+    stripped = digits.lstrip("0") or "0"
+    head = stripped.rstrip("9")
+    if not head:
+        return "1" + "0" * len(stripped)
+    return head[:-1] + str(int(head[-1]) + 1) + "0" * (len(stripped) - len(head))
+
+
+def _next_word(word):
+    """The word right after another one, as Spack steps past it (skipping the infinity words)."""
+    while True:
+        word = word + "a" if word.endswith("z") or not word else word[:-1] + chr(ord(word[-1]) + 1)
+        if word not in INFINITY_WORDS:
+            return word
+
+
+def next_version_key(key):
+    """The key of the version right after a version and all that it is a prefix of, as Spack's _next_version
+    makes it: where a range lo:hi ends (it holds lo <= v < next(hi), so 1.14 holds 1.14.6 and 1.15rc1)."""
+    components, prerelease = key
+    if prerelease != _FINAL_RELEASE:
+        number = _number(_next_digits(prerelease[1][1])) if len(prerelease) > 1 else _number("0")
+        return components, (prerelease[0], number)
+    if not components:
+        return ((1, 0, "a"),), prerelease
+    kind, value, word = components[-1]
+    if kind == 1:
+        last = (1, 0, _next_word(word))
+    elif kind == 2:
+        last = (2, _number(_next_digits(value[1])), "")
+    else:
+        last = (3, value + 1, "")
+    return components[:-1] + (last,), prerelease

@@ -13,11 +13,11 @@ from pathlib import Path
 from paths import DATA
 
 SAMPLES = DATA / "indexes"
-SAMPLE_FOLDERS = {"6": "legacy-db-v6", "7": "v2-layout-db-v7", "8": "v2-layout-db-v8"}
+SAMPLE_FOLDERS = {"5": "v2-layout-db-v5", "6": "legacy-db-v6", "7": "v2-layout-db-v7", "8": "v2-layout-db-v8"}
 
 
 def sample_index(version):
-    """The bytes of Spack's sample index of this Database version."""
+    """The bytes of the sample index of this Database version (Spack's, and ours of version 5)."""
     return (SAMPLES / SAMPLE_FOLDERS[version] / "build_cache" / "index.json").read_bytes()
 
 

@@ -247,6 +247,35 @@ def test_f_a_full_text_search_for_two_words(page, server):
     assert page.errors == []
 
 
+def test_g_binaries_of_a_spec_written_as_spack_takes_it(page, server):
+    spec = "hdf5@1.14 +mpi target=:zen3 %gcc"
+    ask(page, "Find binaries")
+    page.fill("#field-spec", spec)
+    page.select_option("#field-platform", "linux")
+    page.select_option("#field-stack", "root")
+    page.select_option("#field-tag", SNAPSHOT)
+    answer(page, "Find binaries")
+    expected = query_json(server, "find_binaries", spec=spec, platform="linux", stack="root", tag=SNAPSHOT)
+    assert expected and len(expected) < len(query_json(server, "find_binaries", package="hdf5", tag=SNAPSHOT))
+    assert cells(page, "hash") == [row["hash"] for row in expected]
+    assert all(
+        row["spec"].startswith("hdf5@1.14.") and "+mpi" in row["spec"] and "%gcc@" in row["spec"] for row in expected
+    )
+    assert {row["target"] for row in expected} <= {"x86_64", "x86_64_v2", "x86_64_v3", "zen3"}
+    assert page.locator("td.col-compiler").count() == 0, "what the spec shows is left to JSON and CSV"
+    assert page.locator("#field-spec").input_value() == spec
+    assert fits_the_window(page)
+    screenshot(page, "g-find-binaries-by-spec")
+
+    page.fill("#field-spec", "hdf5@1.14 %")
+    answer(page, "Find binaries")
+    assert page.locator(".spack-said").inner_text() == (
+        "The spec does not parse: hdf5@1.14 %: expected a compiler name after '%' (column 11)."
+    )
+    assert page.locator("table.spack-rows").count() == 0
+    assert page.errors == []
+
+
 def test_an_unknown_package_gets_a_sentence_with_a_close_match(page):
     ask(page, "Find binaries")
     page.fill("#field-package", "hdf")

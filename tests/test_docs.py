@@ -25,16 +25,21 @@ def test_the_readme_is_short():
     assert len(README.splitlines()) <= 300
 
 
-def test_the_command_line_section_lists_every_command_and_every_build_option():
+def test_the_command_line_section_lists_every_command_and_every_option_of_build_and_find():
     """The README gives the CLI in brief; --help says the rest. Every command and option is named, and
     nothing is named that the CLI does not have."""
     shown = section("## Command line")
     listed = re.findall(r"^\| `(\w+)[ `]", shown, re.M)
     assert listed == sorted(cli.commands)
-    options = {name for parameter in cli.commands["build"].params for name in parameter.opts if name.startswith("--")}
     named = set(re.findall(r"`(--[a-z-]+)", shown)) | {"--" + o for o in re.findall(r"`-\w/--([a-z-]+)`", shown)}
-    assert options - {"--output"} <= named  # -o is shown as `-o`
-    assert named <= options | {"--help"}
+    every_option = set()
+    for command in ("build", "find"):
+        options = {
+            name for parameter in cli.commands[command].params for name in parameter.opts if name.startswith("--")
+        }
+        assert options - {"--output"} <= named, command  # -o is shown as `-o`
+        every_option |= options
+    assert named <= every_option | {"--help"}
 
 
 def test_every_command_has_help_that_runs():

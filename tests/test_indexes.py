@@ -1,5 +1,5 @@
-"""Build-cache indexes as inputs: Spack's sample indexes (Database 6, 7, 8, and 9 made from 8) as mirrors of
-both layouts, local and served over HTTP on 127.0.0.1; their binaries, stacks and dependencies as data;
+"""Build-cache indexes as inputs: Spack's sample indexes (Database 6, 7, 8, and 9 made from 8) and ours of
+Database 5 as mirrors of both layouts, local and served over HTTP on 127.0.0.1; their binaries, stacks and dependencies as data;
 downloads that fail; rebuilds that download only what changed."""
 
 import json
@@ -178,15 +178,69 @@ def test_database_9_loads_and_its_new_fields_are_ignored(tmp_path):
     assert binaries(tmp_path / "cache.db") == expected_binaries("develop", "8")
 
 
-@pytest.mark.parametrize("version", ["5", "10", "0.9.3"])
-def test_other_database_versions_are_a_clear_error(tmp_path, version):
-    write_v2(tmp_path / "mirror", edited(sample_index("8"), lambda database: database.update(version=version)))
+def test_a_database_5_mirror_of_spack_0_16_is_read(tmp_path):
+    """Our sample of the format (specs keyed by name, a compiler on each node, dependencies as {name: {hash,
+    type}}, full_hash, the version after installs) as a v2 mirror, built end to end."""
+    mirror = tmp_path / "mirror"
+    write_v2(mirror, sample_index("5"))
+    db = tmp_path / "cache.db"
+    result = CliRunner().invoke(cli, ["build", f"old={mirror}", "-o", str(db)])
+    assert result.exit_code == 0, result.output
+    found = rows(db, "SELECT package, hash, spec, stacks FROM binaries ORDER BY package")
+    assert [(row["package"], row["spec"]) for row in found] == [
+        ("cmake", "cmake@3.18.4~doc+ncurses+openssl+ownlibs arch=linux-ubuntu18.04-x86_64 %gcc@7.5.0"),
+        ("hdf5", "hdf5@1.10.7~cxx~fortran+mpi+shared api=none arch=linux-ubuntu18.04-skylake %gcc@7.5.0"),
+        ("openmpi", "openmpi@3.1.6~cuda fabrics=none schedulers=none arch=linux-ubuntu18.04-skylake %gcc@7.5.0"),
+        ("zlib", "zlib@1.2.11+optimize+pic+shared arch=linux-ubuntu18.04-x86_64 %gcc@7.5.0"),
+    ]
+    assert {row["stacks"] for row in found} == {'["root"]'}
+    edges = rows(db, "SELECT package, dependency, deptypes, virtuals, external FROM dependencies ORDER BY 1, 2")
+    assert [tuple(edge.values()) for edge in edges] == [
+        ("hdf5", "cmake", '["build"]', "[]", 0),
+        ("hdf5", "openmpi", '["build", "link"]', "[]", 0),
+        ("hdf5", "zlib", '["build", "link"]', "[]", 0),
+        ("hwloc", "libpciaccess", '["build", "link"]', "[]", 1),
+        ("openmpi", "hwloc", '["build", "link"]', "[]", 0),
+        ("openmpi", "zlib", '["build", "link"]', "[]", 0),
+    ]
+    # hwloc is only a dependency (not in the build cache): a spec with its variants, not a binary
+    (hwloc,) = rows(
+        db,
+        "SELECT spec FROM configuration_specs JOIN specs ON specs.configuration_id = configuration_specs.configuration_id"
+        " WHERE hash = '65sq5c57d3sykzqdjjio4qciur24besm'",
+    )
+    assert hwloc["spec"] == (
+        "hwloc@1.11.11~cairo~cuda libs=shared,static patches=4e4c2b0 arch=linux-ubuntu18.04-skylake %gcc@7.5.0"
+    )
+    assert rows(db, "SELECT layout, database_version FROM indexes") == [{"layout": "v2", "database_version": "5"}]
+
+
+def test_a_database_5_record_holds_one_package(tmp_path):
+    def two_packages(database):
+        record = next(iter(database["installs"].values()))
+        record["spec"]["other"] = next(iter(record["spec"].values()))
+
+    write_v2(tmp_path / "mirror", edited(sample_index("5"), two_packages))
+    result = CliRunner().invoke(cli, ["build", f"old={tmp_path / 'mirror'}", "-o", str(tmp_path / "c.db")])
+    assert result.exit_code == 1
+    index = tmp_path / "mirror" / "build_cache" / "index.json"
+    assert result.output.splitlines()[0] == (
+        f"Error: {index}: database.installs.k6li6etzq5t24xniwfnayob226oq6m4l.spec: expected one package name and its node"
+    )
+
+
+@pytest.mark.parametrize("version", ["4", "10", "0.9.3"])
+@pytest.mark.parametrize("sample", ["5", "8"])
+def test_other_database_versions_are_a_clear_error(tmp_path, version, sample):
+    """Decided from the version, wherever it is in the document (the v5 sample has it after installs), and
+    whatever shape its records have."""
+    write_v2(tmp_path / "mirror", edited(sample_index(sample), lambda database: database.update(version=version)))
     result = CliRunner().invoke(cli, ["build", f"develop={tmp_path / 'mirror'}", "-o", str(tmp_path / "c.db")])
     assert result.exit_code == 1
     index = tmp_path / "mirror" / "build_cache" / "index.json"
     assert (
         result.output.splitlines()[0]
-        == f"Error: {index}: database.version: expected one of 6, 7, 8, 9, found '{version}'"
+        == f"Error: {index}: database.version: Database version {version} is not read (5–9 are)"
     )
 
 

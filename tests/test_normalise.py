@@ -1,15 +1,19 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spack_cache_db.normalise import (
     Compiler,
     classify_tag,
+    next_version_key,
     parse_compiler,
     parse_variant,
     spec_string,
     tag_sort_key,
     version_key,
+    version_sort_key,
 )
 from spack_cache_db.read.pages import parse_spec
 from spack_cache_db.records import Configurations
@@ -42,6 +46,15 @@ def spack_sorted(versions):
         ("main", "develop"),
         ("1.1.1", "1.1.1a"),
         ("3.0-rc1", "3.0"),
+        # Spack's test_prereleases: a bare alpha, beta or rc is a pre-release too, below one with a number.
+        ("6.0alpha", "6.0alpha0"),
+        ("6.0alpha2", "6.0beta"),
+        ("6.0beta2", "6.0rc"),
+        ("6.0rc", "6.0rc0"),
+        ("6.0rc2", "6.0"),
+        # rc only as a whole component: 1.0barc1 is 1.0 and the word barc, not a pre-release of 1.0ba.
+        ("1.0", "1.0barc1"),
+        ("10a2", "10b2"),  # not pre-releases: words
     ],
 )
 def test_versions_sort_the_way_spack_sorts_them(lower, higher):
@@ -51,6 +64,27 @@ def test_versions_sort_the_way_spack_sorts_them(lower, higher):
 
 def test_string_order_would_be_wrong_for_hdf5():
     assert spack_sorted(["1.12.3", "1.14.6", "1.8.23"]) == ["1.8.23", "1.12.3", "1.14.6"]
+
+
+VERSIONS = st.one_of(
+    st.sampled_from(["1.14", "1.14.0", "1.14.6", "1.15rc1", "1.15", "develop", "main", "2.0alpha", "1.0a", "abc", ""]),
+    st.from_regex(r"[0-9a-z]{1,3}([._-]?[0-9a-z]{1,3}){0,4}", fullmatch=True),
+)
+
+
+@given(VERSIONS, VERSIONS)
+def test_sortable_versions_compare_as_their_keys(first, second):
+    """The text SQL compares versions by (versions.version_key) orders them as version_key does."""
+    keys, texts = (version_key(first), version_key(second)), (version_sort_key(first), version_sort_key(second))
+    assert (keys[0] < keys[1]) == (texts[0] < texts[1]) and (keys[0] == keys[1]) == (texts[0] == texts[1])
+
+
+@pytest.mark.parametrize(
+    "version, following",
+    [("1.14", "1.15"), ("1.9", "1.10"), ("1.99", "1.100"), ("2.0rc1", "2.0rc2"), ("2.0rc", "2.0rc0"), ("1.0b", "1.0c")],
+)
+def test_the_version_after_one_is_as_spack_steps(version, following):
+    assert next_version_key(version_key(version)) == version_key(following)
 
 
 def test_separators_do_not_matter():

@@ -200,6 +200,13 @@ SAID = [
         f"/cache/find_binaries?package=hdf5&tag={SNAPSHOT}&version=1.15",
         "hdf5 has no version 1.15: its versions are 1.14.6, 1.12.3, 1.8.23.",
     ),
+    ("/cache/find_binaries?spec=hdf5%40", "The spec does not parse: hdf5@: expected a version after '@' (column 5)."),
+    ("/cache/find_binaries?spec=hdf%40%3A1.14+%2Bmpi&tag=*", "No package here is called 'hdf': did you mean hdf5?"),
+    (
+        "/cache/find_binaries?spec=hdf5+%2Bmpi",
+        f"develop, the default tag, has no binaries of hdf5. The tags that have them: {SNAPSHOT} (46).",
+    ),
+    ("/cache/find_binaries?spec=hdf5&tag=v9*+develop", "No tag here matches “v9*”."),
     ("/cache/hash_lookup?hash=ab", "Give at least 4 characters of the hash: fewer match too many binaries to tell."),
     ("/cache/hash_lookup?hash=/AAAA", "No binary's hash starts with “aaaa”."),
     (

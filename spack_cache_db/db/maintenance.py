@@ -9,15 +9,24 @@ from spack_cache_db.db import schema
 
 
 def rank_versions_and_tags(conn):
-    """version_rank in Spack's order within each package; sort_order of tags as people expect, and their mirrors."""
+    """version_rank in Spack's order within each package, and the version keys SQL compares versions and
+    compilers' versions by; sort_order of tags as people expect, and their mirrors."""
     by_package = {}
     for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
         by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
     ranks = []
     for versions in by_package.values():
         versions.sort()
-        ranks.extend((rank, version_id) for rank, (_, _, version_id) in enumerate(versions, start=1))
-    conn.executemany("UPDATE versions SET version_rank = ? WHERE id = ?", ranks)
+        ranks.extend(
+            (rank, normalise.sortable_version(key), version_id)
+            for rank, (key, _, version_id) in enumerate(versions, start=1)
+        )
+    conn.executemany("UPDATE versions SET version_rank = ?, version_key = ? WHERE id = ?", ranks)
+    compilers = conn.execute("SELECT id, version FROM compilers WHERE version IS NOT NULL").fetchall()
+    conn.executemany(
+        "UPDATE compilers SET version_key = ? WHERE id = ?",
+        [(normalise.version_sort_key(version), compiler_id) for compiler_id, version in compilers],
+    )
     tags = [normalise.classify_tag(name) for (name,) in conn.execute("SELECT name FROM tags")]
     tags.sort(key=normalise.tag_sort_key)
     conn.executemany("UPDATE tags SET sort_order = ? WHERE name = ?", [(n, t.name) for n, t in enumerate(tags, 1)])

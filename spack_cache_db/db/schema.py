@@ -4,6 +4,7 @@ statements, the order rows are written in, its identity (its UNIQUE key: how the
 references and which of its rows are orphans (foreign keys; ON DELETE CASCADE marks a row that belongs
 to its parent), and the columns of its full-text index."""
 
+import ast
 import collections
 import functools
 import graphlib
@@ -14,7 +15,7 @@ import sqlite_utils
 
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
-SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades
+SCHEMA_VERSION = 5  # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys
 
 TABLES = """
 CREATE TABLE tags (
@@ -44,13 +45,15 @@ CREATE TABLE versions (
     package_id INTEGER NOT NULL REFERENCES packages(id),
     version TEXT NOT NULL,
     version_rank INTEGER NOT NULL,
+    version_key TEXT NOT NULL DEFAULT '',
     UNIQUE (package_id, version)
 );
 CREATE TABLE compilers (
     id INTEGER PRIMARY KEY,
     label TEXT NOT NULL UNIQUE,
     name TEXT NOT NULL,
-    version TEXT
+    version TEXT,
+    version_key TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE oss (
     id INTEGER PRIMARY KEY,
@@ -538,15 +541,24 @@ LOAD_ORDER = tuple(
 )
 
 
-def _row_type(table, columns):
-    """A named tuple of the table's columns, made by keywords: calling its __new__ directly costs a
-    quarter of calling the class (millions of rows a build)."""
-    row = collections.namedtuple(table, columns)
+def _row_type(table):
+    """A named tuple of the table's columns, made by keywords (calling its __new__ directly costs a quarter of
+    calling the class: millions of rows a build). Columns with a DEFAULT (filled in once everything is
+    loaded, such as version keys) may be left out: they come last, and take their default."""
+    columns = _DECLARED[table].columns
+    defaults = []
+    for column in reversed(columns):
+        if column.default_value is None:
+            break
+        defaults.insert(0, ast.literal_eval(column.default_value))
+    if any(column.default_value is not None for column in columns[: len(columns) - len(defaults)]):
+        raise ValueError(f"{table}: expected the columns with a DEFAULT last")
+    row = collections.namedtuple(table, COLUMNS[table], defaults=defaults)
     return functools.partial(row.__new__, row)
 
 
 # Rows travel by name: a named tuple per table, its fields the table's columns in order.
-ROWS = {table: _row_type(table, columns) for table, columns in COLUMNS.items()}
+ROWS = {table: _row_type(table) for table in COLUMNS}
 
 
 def _identity(table):

@@ -29,7 +29,7 @@ from spack_cache_db.records import Binary, Built, DependencyKind, Document, Inpu
 
 LISTING_NAME = "cache_spack_io_index.json"
 ROOT = "root"  # the label of a tag's own mirror, the union of its stacks
-DATABASE_VERSIONS = ("6", "7", "8", "9")
+DATABASE_VERSIONS = ("5", "6", "7", "8", "9")
 COMPILER_FLAGS = frozenset(("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"))
 COMPILER_LANGUAGES = ("c", "cxx", "fortran")  # the virtual whose provider is a node's compiler, in this order
 _BLOB = re.compile(
@@ -316,6 +316,39 @@ class _Index(msgspec.Struct, gc=False):
     database: _Database
 
 
+# Database version 5 (Spack 0.13 to 0.16, spec format 1): a record's spec is {name: node}, its node has no
+# name, and its compiler and dependencies ({name: {hash, type}}) as the older nodes above have them.
+class _Node5(msgspec.Struct, gc=False):
+    version: str
+    arch: msgspec.Raw
+    parameters: msgspec.Raw = msgspec.Raw(b"{}")
+    dependencies: dict[str, _OldDependency] = {}
+    compiler: _Compiler | None = None
+    external: _External | None = None
+
+
+class _Record5(msgspec.Struct, gc=False):
+    spec: dict[str, _Node5]
+    in_buildcache: bool = False
+
+
+class _Database5(msgspec.Struct, gc=False):
+    version: str
+    installs: dict[str, _Record5]
+
+
+class _Index5(msgspec.Struct, gc=False):
+    database: _Database5
+
+
+class _Version(msgspec.Struct, gc=False):
+    version: str
+
+
+class _VersionOfIndex(msgspec.Struct, gc=False):
+    database: _Version
+
+
 @dataclass
 class ParsedIndex:
     label: str
@@ -327,8 +360,8 @@ class ParsedIndex:
 
 
 def parse_index(location, label, checksum, data):
-    """An index's records, checked: Database version 6 to 9, hashes, and an edge's hash has a record."""
-    database = _decode(location, data, _Index).database
+    """An index's records, checked: Database version 5 to 9, hashes, and an edge's hash has a record."""
+    database = _decoded_database(location, data)
     _check_version_and_hashes(location, database)
     for spec_hash, record in database.installs.items():
         where = f"database.installs.{spec_hash}"
@@ -338,6 +371,35 @@ def parse_index(location, label, checksum, data):
                     location, f"{where}.spec.dependencies[{number}].hash", "expected a record for it in the index"
                 )
     return ParsedIndex(label, location, checksum, database.version, database.installs, len(database.installs))
+
+
+def _decoded_database(location, data):
+    """The index's database; one whose records are not of the shape its version has is refused for its
+    version, when it is one we do not read, wherever the version is in the document."""
+    try:
+        return _decode(location, data, _Index).database
+    except InputError as error:
+        try:
+            version = _decode(location, data, _VersionOfIndex).database.version
+        except InputError:  # worse further on: what the first reading said stands
+            raise error from None
+        if version not in DATABASE_VERSIONS:
+            raise _version_error(location, version) from None
+        if version != "5":
+            raise
+    database = _decode(location, data, _Index5).database
+    return _Database(
+        database.version, {key: _record_of(location, key, record) for key, record in database.installs.items()}
+    )
+
+
+def _record_of(location, spec_hash, record):
+    """A version 5 record as the newer ones are: the package's name in its node."""
+    if len(record.spec) != 1:
+        raise InputError(location, f"database.installs.{spec_hash}.spec", "expected one package name and its node")
+    ((name, node),) = record.spec.items()
+    spec = _Node(name, node.version, node.arch, node.parameters, node.dependencies, node.compiler, None, node.external)
+    return _Record(spec, record.in_buildcache)
 
 
 class _Listed(msgspec.Struct, gc=False):
@@ -364,13 +426,16 @@ def listed_binaries(location, data):
 
 def _check_version_and_hashes(location, database):
     if database.version not in DATABASE_VERSIONS:
-        raise InputError(
-            location, "database.version", f"expected one of {', '.join(DATABASE_VERSIONS)}, found {database.version!r}"
-        )
+        raise _version_error(location, database.version)
     for spec_hash in database.installs:
         if not HASH.fullmatch(spec_hash):
             where = f"database.installs.{spec_hash[:80]}"
             raise InputError(location, where, "expected a key of 32 characters of Spack's base32 alphabet (a-z, 2-7)")
+
+
+def _version_error(location, version):
+    readable = f"{DATABASE_VERSIONS[0]}–{DATABASE_VERSIONS[-1]}"
+    return InputError(location, "database.version", f"Database version {version:.40} is not read ({readable} are)")
 
 
 class _RawDatabase(msgspec.Struct, gc=False):
@@ -385,8 +450,8 @@ def _decode(location, data, shape):
     try:
         return msgspec.json.decode(data, type=shape)
     except msgspec.ValidationError as error:
-        if shape is _Index and "installs[...]" in str(error):
-            _name_the_record(location, data)
+        if shape in _RECORD_OF and "installs[...]" in str(error):
+            _name_the_record(location, data, _RECORD_OF[shape])
         raise _validation_error(location, error, "") from error
     except msgspec.DecodeError as error:
         raise InputError(location, "file", f"expected JSON, {fetch.found_instead(data, 'JSON', error)}") from error
@@ -394,7 +459,10 @@ def _decode(location, data, shape):
         raise InputError(location, "file", "expected JSON nested less deep than this") from error
 
 
-def _name_the_record(location, data):
+_RECORD_OF = {_Index: _Record, _Index5: _Record5}
+
+
+def _name_the_record(location, data, record_shape):
     """msgspec does not say which key of installs failed: decode the records one by one to name it. The
     document may hold worse further on (a record nested past what can be read, bytes that are not JSON):
     then the record goes unnamed."""
@@ -404,7 +472,7 @@ def _name_the_record(location, data):
         return
     for spec_hash, raw in installs.items():
         try:
-            msgspec.json.decode(raw, type=_Record)
+            msgspec.json.decode(raw, type=record_shape)
         except msgspec.ValidationError as error:
             raise _validation_error(location, error, f"database.installs.{spec_hash}") from error
 

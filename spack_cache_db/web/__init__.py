@@ -1,8 +1,8 @@
 """The Datasette plugin: serves any database this project built with its metadata (metadata.py), its pages
 (pages.py: questions with forms, answers that read as text, the package page; templates/ and static/), row
 counts and facets of the big views from counts taken at build time (counts.py, facets.py), caps on what
-one SQL statement may build (limits.py), bad requests answered with what was wrong (errors.py), and pages
-of our own (routes.py: a binary's dependency tree, two specs compared).
+one SQL statement may build (limits.py), bad requests answered with what was wrong (errors.py), pages of
+our own (routes.py: a binary's dependency tree, two specs compared) and the spec field's parameters (spec.py).
 
 Each hook lives beside its concern; this module gathers them for Datasette, and at start-up finds which
 served databases this project built.
@@ -17,6 +17,7 @@ from spack_cache_db.web.limits import prepare_connection
 from spack_cache_db.web.metadata import get_metadata
 from spack_cache_db.web.pages import extra_css_urls, extra_js_urls, extra_template_vars, render_cell
 from spack_cache_db.web.routes import register_routes
+from spack_cache_db.web.spec import register_magic_parameters
 
 __all__ = [
     "extra_css_urls",
@@ -28,6 +29,7 @@ __all__ = [
     "prepare_connection",
     "register_facet_classes",
     "register_routes",
+    "register_magic_parameters",
     "render_cell",
     "startup",
 ]

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from datasette.utils import path_with_replaced_args
 
-from spack_cache_db.query import diff, lookup
+from spack_cache_db.query import diff, find, lookup
 from spack_cache_db.web import views
 from spack_cache_db.web.questions import rows
 
@@ -124,7 +124,9 @@ async def package_page(datasette, database, request):
         for name, sql in _FILTER_CHOICES.items()
     }
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
-    found = await datasette.execute(database, find_binaries["sql"], {**filters, "package": package, "tag": tag})
+    found = await datasette.execute(
+        database, find_binaries["sql"], {**find.parameters(""), **filters, "package": package, "tag": tag}
+    )
     dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
     has_dependencies = bool(await rows(datasette, database, lookup.HAS_EDGES))
     binaries = [dict(zip(found.columns, row, strict=True)) for row in found.rows]

@@ -7,6 +7,7 @@ tag (given, or the default) lacks the package asked for.
 """
 
 import difflib
+import fnmatch
 import re
 import weakref
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
+from spack_cache_db.query import find, spec
 from spack_cache_db.web.metadata import PLUGIN
 
 # The values a name is checked against, per parameter: SQL whose first column lists them.
@@ -142,6 +144,10 @@ async def sentences(datasette, database, query, request, row_count):
 
 
 async def _unknown(datasette, database, request, name, value, given):
+    if name == "spec":
+        return await _unknown_in_spec(datasette, database, value)
+    if name == "tag" and (set(value) & set("*?[ ")):
+        return await _unknown_tag_patterns(datasette, database, value)
     if name in _KNOWN:
         known = [row[0] for row in await rows(datasette, database, _KNOWN[name])]
         wanted = value.lower() if name in ("package", "host") else value
@@ -158,6 +164,27 @@ async def _unknown(datasette, database, request, name, value, given):
         if len(prefix) < 4:
             return [Markup("Give at least 4 characters of the hash: fewer match too many binaries to tell.")]
     return []
+
+
+async def _unknown_in_spec(datasette, database, value):
+    """Where a spec does not parse, or which of its names the database does not hold (find's rules)."""
+    try:
+        parsed = spec.parse(value)
+    except spec.SpecError as error:
+        return [Markup("The spec does not parse: {}.").format(str(error))]
+    known = {
+        kind: sorted({row[0] for row in await rows(datasette, database, sql)}) for kind, sql in find.KNOWN_NAMES.items()
+    }
+    return [Markup("{}").format(unknown) for unknown in find.unknown_names(parsed, (), "", known.__getitem__)]
+
+
+async def _unknown_tag_patterns(datasette, database, value):
+    tags = [row[0] for row in await rows(datasette, database, _KNOWN["tag"])]
+    return [
+        Markup("No tag here matches “{}”.").format(pattern)
+        for pattern in value.split()
+        if not any(fnmatch.fnmatchcase(tag, pattern) for tag in tags)
+    ]
 
 
 def _no_such(request, name, value, known):
@@ -220,17 +247,24 @@ async def _why_nothing(datasette, database, query, request, given):
         return [Markup("No binary's hash starts with “{}”.").format(given["hash"].lower().lstrip("/"))]
     if given.get("q"):
         return [Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])]
-    package = given.get("package", "").lower()
+    package = given.get("package", "").lower() or _package_of(given.get("spec", ""))
     if package and "tag" in given:
         tags = await rows(datasette, database, _TAGS_OF_A_PACKAGE, [package])
         default = await rows(datasette, database, DEFAULT_TAG_SQL)
         tag = given["tag"] or (default[0][0] if default else "")
-        if tags and tag not in {name for name, _ in tags}:
+        if tags and not any(fnmatch.fnmatchcase(name, pattern) for name, _ in tags for pattern in tag.split()):
             return [_tags_that_have(request, package, tag, not given["tag"], tags)]
     if any(given.values()):
         noun = query.get("rows", ["row", "rows"])[1]
         return [Markup("No {} match all of these fields: leave one empty to see more.").format(noun)]
     return []
+
+
+def _package_of(text):
+    try:
+        return spec.parse(text).root.name
+    except spec.SpecError:
+        return ""
 
 
 def _tags_that_have(request, package, tag, is_default, tags):

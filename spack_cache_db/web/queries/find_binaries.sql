@@ -1,33 +1,259 @@
 -- title: Find binaries
 -- description: >-
---   Binaries in one tag of the build cache, with their spec string, hash, stacks and the three
---   commands that install one. Leave a field empty to not filter on it. Version takes an exact
---   version or a prefix (1.14 finds 1.14.6); compiler takes gcc, gcc@13 or gcc@13.2.0; variant takes
---   one or more of +mpi, ~cuda, cuda_arch=80, separated by spaces; host takes your CPU (zen3,
---   neoverse_v2, m1: what `spack arch -t` says) and keeps the binaries it can run. Tag defaults to
---   develop (or the newest tag with pages). At most 1,000 rows for a package, 100 without.
--- params: [package, version, variant, compiler, os, target, host, tag]
+--   Binaries of the build cache, with their spec string, hash, stacks and the three commands that install
+--   one. Spec takes a spec as `spack buildcache list` does: hdf5@1.14: +mpi target=x86_64_v3:
+--   %gcc@13 ^mpich@4 (@1.14 holds 1.14.6, @=1.14.6 is that version exactly; ^dep asks for a dependency
+--   anywhere in the binary's DAG; /abcd for a hash). The other fields narrow it down: leave a field empty
+--   to not filter on it. Version takes an exact version or a prefix (1.14 finds 1.14.6); compiler takes
+--   gcc, gcc@13 or gcc@13.2.0; variant takes one or more of +mpi, ~cuda, cuda_arch=80, separated by
+--   spaces; host takes your CPU (zen3, neoverse_v2, m1: what `spack arch -t` says) and keeps the
+--   binaries it can run. Tag defaults to develop (or the newest tag with pages); shell patterns separated
+--   by spaces take several ('v2025.*', * for every tag). At most 1,000 rows for a package, 100 without.
+--   `python build_db.py find SPEC` asks the same from a terminal.
+-- params: [spec, package, version, variant, compiler, os, platform, target, host, stack, tag]
 -- button: Find binaries
 -- rows: [binary, binaries]
-WITH args AS (
+-- hidden_columns: [compiler, os, platform, target, variants]
+WITH given AS (
     SELECT
-        lower(trim(coalesce(:package, ''))) AS package,
+        lower(trim(coalesce(:package, ''))) AS field_package,
         ltrim(trim(coalesce(:version, '')), '@') AS version,
         trim(coalesce(:os, '')) AS os,
+        lower(trim(coalesce(:platform, ''))) AS platform,
         trim(coalesce(:target, '')) AS target,
         lower(trim(coalesce(:host, ''))) AS host,
+        trim(coalesce(:stack, '')) AS stack,
         replace(ltrim(trim(coalesce(:compiler, '')), '%'), '@=', '@') AS compiler,
         substr(trim(coalesce(:variant, '')), 1, 500) AS variant,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
+        coalesce(nullif(substr(trim(coalesce(:tag, '')), 1, 1000), ''), (SELECT name FROM default_tag)) AS tag,
+        -- The spec field, parsed by query/spec.py (magic parameters in Datasette, given by `find`): an error
+        -- flag, and its nodes as JSON. Unset in sqlite3, they are a root node that asks nothing; a spec
+        -- given without them finds nothing rather than everything.
+        coalesce(:_spec_error, '') <> '' OR trim(coalesce(:spec, '')) <> '' AND coalesce(:_spec_nodes, '') = ''
+            AS spec_error,
+        coalesce(nullif(:_spec_nodes, ''), '[{}]') AS spec_nodes
 ),
--- The variant field split at spaces: every term has to match one of a binary's variants.
-terms(term, rest) AS (
-    SELECT '', variant || ' ' FROM args
+-- The nodes of the spec: the binary itself (n = 0) and each ^dependency. A node filters by the
+-- configuration (versions, compilers, targets, variants, os, platform) when it names any of them.
+spec_nodes AS (
+    SELECT
+        node.key AS n,
+        node.value AS node,
+        coalesce(json_extract(node.value, '$.name'), '') AS name,
+        coalesce(json_extract(node.value, '$.hash'), '') AS hash,
+        coalesce(json_extract(node.value, '$.os'), '') AS os,
+        coalesce(json_extract(node.value, '$.platform'), '') AS platform,
+        coalesce(json_extract(node.value, '$.bare'), 0) AS bare,
+        json_type(node.value, '$.versions') IS NOT NULL AS by_version,
+        json_type(node.value, '$.compilers') IS NOT NULL AS by_compiler,
+        json_type(node.value, '$.targets') IS NOT NULL AS by_target,
+        json_type(node.value, '$.variants') IS NOT NULL AS by_variants,
+        json_type(node.value, '$.versions') IS NOT NULL OR json_type(node.value, '$.compilers') IS NOT NULL
+            OR json_type(node.value, '$.targets') IS NOT NULL OR json_type(node.value, '$.variants') IS NOT NULL
+            OR coalesce(json_extract(node.value, '$.os'), '') <> ''
+            OR coalesce(json_extract(node.value, '$.platform'), '') <> '' AS by_configuration
+    FROM given, json_each(given.spec_nodes) AS node
+),
+-- What each node of the spec accepts. Versions lie in one of its ranges [lo, hi) of Spack's order
+-- (version_key; '' is no bound), and so do compilers' versions. A node's number and an id are looked
+-- up as one number, n << 32 | id: SQLite reads a list of row values (n, id) through, not by an index.
+node_versions AS (
+    SELECT DISTINCT spec_nodes.n, versions.id
+    FROM spec_nodes
+    CROSS JOIN json_each(spec_nodes.node, '$.versions') AS wanted
+    JOIN versions ON versions.version_key >= json_extract(wanted.value, '$[0]')
+        AND (json_extract(wanted.value, '$[1]') = '' OR versions.version_key < json_extract(wanted.value, '$[1]'))
+),
+node_compilers AS (
+    SELECT DISTINCT spec_nodes.n, compilers.id
+    FROM spec_nodes
+    CROSS JOIN json_each(spec_nodes.node, '$.compilers') AS named
+    JOIN compilers ON compilers.name = named.value
+    WHERE json_type(spec_nodes.node, '$.compiler_versions') IS NULL OR EXISTS (
+        SELECT 1 FROM json_each(spec_nodes.node, '$.compiler_versions') AS wanted
+        WHERE compilers.version IS NOT NULL AND compilers.version_key >= json_extract(wanted.value, '$[0]')
+          AND (json_extract(wanted.value, '$[1]') = '' OR compilers.version_key < json_extract(wanted.value, '$[1]'))
+    )
+),
+-- target=zen3 is zen3; a range from x86_64_v3 is it or a descendant (archspec's, as runs_on holds them),
+-- and a range up to zen3 is it or an ancestor (what runs on a zen3).
+node_targets AS (
+    SELECT DISTINCT spec_nodes.n, targets.id
+    FROM spec_nodes
+    CROSS JOIN json_each(spec_nodes.node, '$.targets') AS wanted
+    JOIN targets ON CASE
+        WHEN json_type(wanted.value, '$.is') IS NOT NULL THEN targets.name = json_extract(wanted.value, '$.is')
+        ELSE (json_extract(wanted.value, '$.from') = '' OR EXISTS (
+                SELECT 1 FROM runs_on
+                WHERE runs_on.host = targets.name AND runs_on.target = json_extract(wanted.value, '$.from')))
+            AND (json_extract(wanted.value, '$.to') = '' OR EXISTS (
+                SELECT 1 FROM runs_on
+                WHERE runs_on.host = json_extract(wanted.value, '$.to') AND runs_on.target = targets.name))
+    END
+),
+-- A variant term is [name, operator, values]: +name and ~name, name=v1,v2 (has these values among its
+-- own) and name:=v1,v2 (has exactly these).
+node_variant_terms AS (
+    SELECT spec_nodes.n, term.key AS term, json_extract(term.value, '$[0]') AS name,
+        json_extract(term.value, '$[1]') AS operator, json_extract(term.value, '$[2]') AS wanted
+    FROM spec_nodes
+    CROSS JOIN json_each(spec_nodes.node, '$.variants') AS term
+),
+node_variant_sets AS (
+    SELECT node_variant_terms.n, variant_set_members.variant_set_id
+    FROM node_variant_terms
+    JOIN variants ON variants.name = node_variant_terms.name AND CASE node_variant_terms.operator
+        WHEN '+' THEN variants.operator = '+'
+        WHEN '~' THEN variants.operator = '~'
+        ELSE variants.operator IN ('=', ':=') AND NOT EXISTS (
+                SELECT 1 FROM json_each(node_variant_terms.wanted) AS value
+                WHERE value.value NOT IN (
+                    SELECT variant_values.value FROM variant_values WHERE variant_values.variant_id = variants.id))
+            AND (node_variant_terms.operator = '=' OR json_array_length(node_variant_terms.wanted) = (
+                SELECT count(DISTINCT variant_values.value) FROM variant_values
+                WHERE variant_values.variant_id = variants.id))
+    END
+    JOIN variant_set_members ON variant_set_members.variant_id = variants.id
+    GROUP BY node_variant_terms.n, variant_set_members.variant_set_id
+    HAVING count(DISTINCT node_variant_terms.term) = (
+        SELECT json_array_length(spec_nodes.node, '$.variants')
+        FROM spec_nodes WHERE spec_nodes.n = node_variant_terms.n
+    )
+),
+-- The configurations each node accepts: those of its package (every package's for a binary without a
+-- name) that pass each of its filters; for the binary itself, only when it has filters.
+node_candidates AS (
+    SELECT spec_nodes.n, versions.id AS version_id, versions.package_id
+    FROM spec_nodes
+    JOIN packages ON packages.name = spec_nodes.name
+    JOIN versions ON versions.package_id = packages.id
+    WHERE spec_nodes.n > 0 OR spec_nodes.by_configuration  -- the scan below takes the binary's name itself
     UNION ALL
-    SELECT substr(rest, 1, instr(rest, ' ') - 1), ltrim(substr(rest, instr(rest, ' ') + 1))
-    FROM terms WHERE rest <> ''
+    SELECT spec_nodes.n, versions.id, versions.package_id
+    FROM spec_nodes CROSS JOIN versions
+    WHERE spec_nodes.name = '' AND spec_nodes.by_configuration
 ),
-wanted AS (SELECT DISTINCT term FROM terms WHERE term <> ''),
+node_configurations AS (
+    SELECT spec_nodes.n, configurations.id AS configuration_id, node_candidates.package_id
+    FROM node_candidates
+    CROSS JOIN spec_nodes ON spec_nodes.n = node_candidates.n
+    CROSS JOIN configurations ON configurations.version_id = node_candidates.version_id
+    CROSS JOIN oss ON oss.id = configurations.os_id
+    CROSS JOIN platforms ON platforms.id = configurations.platform_id
+    WHERE (spec_nodes.os = '' OR oss.name = spec_nodes.os)
+      AND (spec_nodes.platform = '' OR platforms.name = spec_nodes.platform)
+      AND (NOT spec_nodes.by_version
+           OR (spec_nodes.n << 32 | configurations.version_id) IN (SELECT n << 32 | id FROM node_versions))
+      AND (NOT spec_nodes.by_compiler
+           OR (spec_nodes.n << 32 | configurations.compiler_id) IN (SELECT n << 32 | id FROM node_compilers))
+      AND (NOT spec_nodes.by_target
+           OR (spec_nodes.n << 32 | configurations.target_id) IN (SELECT n << 32 | id FROM node_targets))
+      AND (NOT spec_nodes.by_variants
+           OR (spec_nodes.n << 32 | configurations.variant_set_id)
+               IN (SELECT n << 32 | variant_set_id FROM node_variant_sets))
+),
+args AS (
+    SELECT
+        given.*,
+        coalesce(nullif(root.name, ''), given.field_package) AS package,
+        root.name <> '' AND given.field_package <> '' AND root.name <> given.field_package AS conflicting,
+        root.hash AS spec_hash,
+        root.by_configuration AS spec_by_configuration,
+        (SELECT count(*) FROM spec_nodes WHERE n > 0) AS dependencies
+    FROM given
+    JOIN spec_nodes AS root ON root.n = 0
+),
+-- The variant and tag fields split at spaces.
+words(field, word, rest) AS (
+    SELECT 'variant', '', variant || ' ' FROM args
+    UNION ALL
+    SELECT 'tag', '', tag || ' ' FROM args
+    UNION ALL
+    SELECT field, substr(rest, 1, instr(rest, ' ') - 1), ltrim(substr(rest, instr(rest, ' ') + 1))
+    FROM words WHERE rest <> ''
+),
+wanted AS (SELECT DISTINCT word AS term FROM words WHERE field = 'variant' AND word <> ''),
+wanted_tags AS MATERIALIZED (
+    SELECT DISTINCT tags.id, tags.name, tags.sort_order, tags.mirror_url
+    FROM (SELECT DISTINCT word FROM words WHERE field = 'tag' AND word <> '') AS patterns
+    CROSS JOIN tags ON tags.name GLOB patterns.word
+),
+-- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
+-- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
+-- (binaries of any tag through their listings, by hash, and, when those are few, the specs no mirror
+-- holds, read from specs) when there are few of them and of their dependents; else down the DAG of each
+-- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
+-- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
+-- A package with few binaries in the tags asked for is read down at once. (A CTE is read when first used:
+-- what a way does not use is not read.)
+root_binaries AS MATERIALIZED (
+    SELECT args.package <> '' AND coalesce((
+        SELECT sum(pages.num_specs) FROM packages JOIN pages ON pages.package_id = packages.id
+        WHERE packages.name = args.package AND pages.tag_id IN (SELECT id FROM wanted_tags)
+    ), 0) <= 2000 AS few
+    FROM args
+),
+virtual_kinds AS (
+    SELECT DISTINCT spec_nodes.n, dependency_kinds.id
+    FROM spec_nodes
+    CROSS JOIN dependency_kinds
+    WHERE spec_nodes.n > 0 AND spec_nodes.bare
+      AND EXISTS (SELECT 1 FROM json_each(dependency_kinds.virtuals) WHERE json_each.value = spec_nodes.name)
+),
+dependency_specs AS MATERIALIZED (
+    SELECT node_configurations.n, page_specs.spec_id
+    FROM node_configurations
+    CROSS JOIN listings ON listings.configuration_id = node_configurations.configuration_id
+    CROSS JOIN page_specs ON page_specs.listing_id = listings.id
+    WHERE node_configurations.n > 0
+    UNION ALL
+    SELECT spec_nodes.n, specs.id
+    FROM spec_nodes
+    CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
+    WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
+    UNION ALL
+    SELECT node_configurations.n, unlisted.id
+    FROM (
+        SELECT specs.id, specs.configuration_id
+        FROM (SELECT 1 FROM node_configurations WHERE n > 0 LIMIT 1)  -- none: specs are not read
+        CROSS JOIN specs
+        WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
+          AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
+    ) AS unlisted
+    CROSS JOIN node_configurations ON node_configurations.configuration_id = unlisted.configuration_id
+    WHERE node_configurations.n > 0
+    LIMIT 10001  -- the arms are read in turn: past this many, the specs are not read
+),
+dependents(n, spec_id) AS (
+    SELECT dependency_specs.n, spec_dependencies.spec_id
+    FROM dependency_specs
+    CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependency_specs.spec_id
+    CROSS JOIN specs ON specs.id = dependency_specs.spec_id
+    CROSS JOIN spec_nodes ON spec_nodes.n = dependency_specs.n
+    WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
+    UNION
+    SELECT dependents.n, spec_dependencies.spec_id
+    FROM dependents
+    CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependents.spec_id
+    LIMIT 50001
+),
+-- The binaries found up the edges, how many of the spec's dependencies each has, and their packages.
+dependents_found AS MATERIALIZED (
+    SELECT dependents.spec_id, versions.package_id, count(DISTINCT dependents.n) AS dependencies
+    FROM dependents
+    CROSS JOIN specs ON specs.id = dependents.spec_id
+    CROSS JOIN configurations ON configurations.id = specs.configuration_id
+    CROSS JOIN versions ON versions.id = configurations.version_id
+    GROUP BY dependents.spec_id
+),
+-- (CASE, unlike AND, leaves a subquery unread when the answer is known without it.)
+walk AS MATERIALIZED (
+    SELECT CASE WHEN known AND NOT EXISTS (SELECT 1 FROM virtual_kinds)
+            THEN (SELECT count(*) FROM dependents) <= 50000 ELSE 0 END AS up,
+        known
+    FROM (SELECT CASE WHEN few THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known
+          FROM root_binaries)
+),
 -- +mpi and ~mpi match exactly; name=value also matches name:=value and one value of a
 -- multi-valued variant (cuda_arch=80 matches cuda_arch=70,80); a bare word means +word.
 matching_variants AS (
@@ -60,10 +286,27 @@ matching_compilers AS (
     WHERE compilers.label = args.compiler OR compilers.name = args.compiler
        OR substr(compilers.label, 1, length(args.compiler) + 1) = args.compiler || '.'
 ),
--- The rows in order, LIMIT applied. Packages come first (CROSS JOIN keeps that order) and are read
--- in name order through their name index, so SQLite sorts one package at a time and stops at the
--- LIMIT: without a package it reads the first few packages of the tag, not all of it. Versions
--- filter whole packages first. Configurations come through the listing (the spec's own).
+stack_sets_of_the_stack AS (
+    SELECT stack_set_members.stack_set_id
+    FROM args
+    JOIN stacks ON stacks.name = args.stack
+    JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
+),
+-- Packages that can match, so that the scan below skips the others: those of the spec's hash (/abcd), of
+-- the configurations its filters leave, and of the binaries found up the edges.
+hash_packages AS (
+    SELECT versions.package_id
+    FROM args
+    CROSS JOIN specs ON specs.hash >= args.spec_hash AND specs.hash < args.spec_hash || '~'
+    CROSS JOIN configurations ON configurations.id = specs.configuration_id
+    CROSS JOIN versions ON versions.id = configurations.version_id
+    WHERE args.spec_hash <> ''
+),
+-- The rows in order, LIMIT applied. Packages come first and are read in name order through their name
+-- index, so SQLite sorts one package at a time and stops at the LIMIT: without a package it reads the
+-- first few packages of the tag, not all of it. CROSS JOIN keeps that order, then the tags, then what a
+-- page lists. Versions, a hash and the spec's filters leave out whole packages first. Configurations come
+-- through the listing (the spec's own).
 found AS (
     SELECT
         packages.name AS package,
@@ -71,34 +314,78 @@ found AS (
         versions.version_rank,
         compilers.label AS compiler,
         oss.name AS os,
+        platforms.name AS platform,
         targets.name AS target,
+        variant_sets.variants,
         (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
         specs.hash,
         stack_sets.stacks,
-        tags.name AS tag,
-        tags.mirror_url
+        wanted_tags.name AS tag,
+        wanted_tags.sort_order AS tag_order,
+        wanted_tags.mirror_url
     FROM packages
     CROSS JOIN args
-    JOIN tags ON tags.name = args.tag
-    CROSS JOIN pages ON pages.tag_id = tags.id AND pages.package_id = packages.id
-    JOIN page_specs ON page_specs.page_id = pages.id
-    JOIN listings ON listings.id = page_specs.listing_id
-    JOIN configurations ON configurations.id = listings.configuration_id
-    JOIN versions ON versions.id = configurations.version_id
-    JOIN compilers ON compilers.id = configurations.compiler_id
-    JOIN oss ON oss.id = configurations.os_id
-    JOIN targets ON targets.id = configurations.target_id
-    JOIN specs ON specs.id = page_specs.spec_id
-    JOIN stack_sets ON stack_sets.id = listings.stack_set_id
+    CROSS JOIN walk
+    CROSS JOIN wanted_tags
+    CROSS JOIN pages ON pages.tag_id = wanted_tags.id AND pages.package_id = packages.id
+    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    CROSS JOIN listings ON listings.id = page_specs.listing_id
+    CROSS JOIN configurations ON configurations.id = listings.configuration_id
+    CROSS JOIN versions ON versions.id = configurations.version_id
+    CROSS JOIN compilers ON compilers.id = configurations.compiler_id
+    CROSS JOIN oss ON oss.id = configurations.os_id
+    CROSS JOIN platforms ON platforms.id = configurations.platform_id
+    CROSS JOIN targets ON targets.id = configurations.target_id
+    CROSS JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+    CROSS JOIN specs ON specs.id = page_specs.spec_id
+    CROSS JOIN stack_sets ON stack_sets.id = listings.stack_set_id
     WHERE packages.name >= (SELECT package FROM args) AND (args.package = '' OR packages.name = args.package)
+      AND NOT args.spec_error AND NOT args.conflicting
+      AND (args.spec_hash = '' OR packages.id IN (SELECT package_id FROM hash_packages))
+      AND (NOT args.spec_by_configuration OR packages.id IN (SELECT package_id FROM node_configurations WHERE n = 0))
+      AND (args.dependencies = 0 OR NOT walk.up OR packages.id IN (
+          SELECT package_id FROM dependents_found WHERE dependents_found.dependencies = args.dependencies))
       AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
       AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
       AND (args.os = '' OR oss.name = args.os)
+      AND (args.platform = '' OR platforms.name = args.platform)
       AND (args.target = '' OR targets.name = args.target)
       AND (args.host = '' OR targets.name IN (SELECT target FROM runs_on WHERE runs_on.host = args.host))
       AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
       AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
-    ORDER BY packages.name, versions.version_rank DESC, compilers.label, oss.name, targets.name, specs.hash
+      AND (args.stack = '' OR listings.stack_set_id IN (SELECT stack_set_id FROM stack_sets_of_the_stack))
+      AND (args.spec_hash = '' OR (specs.hash >= args.spec_hash AND specs.hash < args.spec_hash || '~'))
+      AND (NOT args.spec_by_configuration
+           OR configurations.id IN (SELECT configuration_id FROM node_configurations WHERE n = 0))
+      AND (args.dependencies = 0 OR walk.up AND args.dependencies = (
+          SELECT dependencies FROM dependents_found WHERE dependents_found.spec_id = specs.id
+      ) OR NOT walk.up AND args.dependencies = (
+          -- Down the DAG: the walk keeps which edges provide a virtual asked for (few do), so that it visits
+          -- each spec about once.
+          WITH RECURSIVE below(spec_id, provides) AS (
+              SELECT dependency_id, CASE WHEN kind_id IN (SELECT id FROM virtual_kinds) THEN kind_id ELSE 0 END
+              FROM spec_dependencies WHERE spec_dependencies.spec_id = specs.id
+              UNION
+              SELECT spec_dependencies.dependency_id,
+                  CASE WHEN spec_dependencies.kind_id IN (SELECT id FROM virtual_kinds)
+                      THEN spec_dependencies.kind_id ELSE 0 END
+              FROM below CROSS JOIN spec_dependencies ON spec_dependencies.spec_id = below.spec_id
+          )
+          SELECT count(DISTINCT dependency.n)
+          FROM below
+          CROSS JOIN specs AS node ON node.id = below.spec_id
+          CROSS JOIN spec_nodes AS dependency ON dependency.n > 0
+          WHERE (dependency.n << 32 | below.provides) IN (SELECT n << 32 | id FROM virtual_kinds)
+             OR (dependency.hash = '' OR (node.hash >= dependency.hash AND node.hash < dependency.hash || '~'))
+                AND CASE WHEN walk.known  -- the specs that match are known
+                    THEN (dependency.n << 32 | node.id) IN (SELECT n << 32 | spec_id FROM dependency_specs)
+                    ELSE dependency.name = '' AND NOT dependency.by_configuration
+                        OR (dependency.n << 32 | node.configuration_id)
+                            IN (SELECT n << 32 | configuration_id FROM node_configurations)
+                END
+      ))
+    ORDER BY packages.name, versions.version_rank DESC, wanted_tags.sort_order, compilers.label, oss.name,
+        targets.name, specs.hash
     LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)
 )
 SELECT
@@ -111,11 +398,16 @@ SELECT
         || 'spack buildcache keys --install --trust' || char(10)
         || 'spack install --use-buildcache only /' || hash AS install,
     tag,
+    compiler,
+    os,
+    platform,
+    target,
+    variants,
     -- Links to the package's other pages, on its first row only: rendering them costs time. The addresses
     -- are relative to this page's (so they work whatever the database is called), and the package name
     -- in them is percent-encoded where URLs or Markdown give a character a meaning.
     CASE WHEN row_number() OVER (
-        PARTITION BY package ORDER BY version_rank DESC, compiler, os, target, hash
+        PARTITION BY package ORDER BY version_rank DESC, tag_order, compiler, os, target, hash
     ) = 1 THEN (
         SELECT '[versions](package_versions?package=' || name || ') · [timeline](version_timeline?package='
             || name || ') · [chart](../-/dashboards/package-history?package=' || name || ')'
@@ -127,4 +419,4 @@ SELECT
                   '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS name)
     ) END AS links
 FROM found
-ORDER BY package, version_rank DESC, compiler, os, target, hash
+ORDER BY package, version_rank DESC, tag_order, compiler, os, target, hash

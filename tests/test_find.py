@@ -1,0 +1,373 @@
+"""`find SPEC` as a person runs it (a subprocess, its exit status, what it prints), over a database built
+from the test data: pages, Spack's sample indexes and our Database version 5 mirror. Its answers are checked
+against the binaries view read by Spack's rules in Python, and are the same as the web's find question."""
+
+import csv
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from datasette.app import Datasette
+from paths import DATA, ROOT, SEEDS, SITE
+
+from spack_cache_db import normalise
+from spack_cache_db.build import build
+from spack_cache_db.query import find as find_module
+from spack_cache_db.query.spec import parse
+from spack_cache_db.web import describe
+
+SNAPSHOT = "develop-2025-04-20"
+INDEXES = DATA / "indexes"
+# The version 5 sample's hashes (tests/data/indexes/v2-layout-db-v5)
+HDF5, OPENMPI, HWLOC, LIBPCIACCESS = (
+    "7npvt5jucjrtxouqle4sdl2wjjouriqr",
+    "ir5mewebs4dphpgrjlapy6il5g5joes3",
+    "65sq5c57d3sykzqdjjio4qciur24besm",
+    "auxa5pqkkib4g63zje43x3vo3akpzms2",
+)
+LIBDWARF_M1, LIBELF_M1 = "u5uz3dcch5if4eve4sef67o2rf2lbfgh", "jr3yipyxyjulcdvckwwwjrrumis7glpa"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("find") / "cache.db"
+    build(
+        [
+            SITE,
+            SEEDS,
+            f"old={INDEXES / 'v2-layout-db-v5'}",
+            f"mid={INDEXES / 'v2-layout-db-v7'}",
+            f"new={INDEXES / 'v2-layout-db-v8'}",
+        ],
+        path,
+    )
+    return path
+
+
+def find(db, *arguments, script=(sys.executable, str(ROOT / "build_db.py"))):
+    return subprocess.run(
+        [*script, "find", *arguments, "--db", str(db)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def found_json(db, *arguments):
+    result = find(db, *arguments, "--format", "json")
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def hashes(rows):
+    return [row["hash"] for row in rows]
+
+
+# --- The answers, against the binaries view read by Spack's rules --------------------------------------------
+
+
+def binaries(db):
+    conn = sqlite3.connect(db)
+    runs_on = set(conn.execute("SELECT host, target FROM runs_on"))
+    conn.row_factory = sqlite3.Row
+    return [dict(row) for row in conn.execute("SELECT * FROM binaries")], runs_on
+
+
+def in_ranges(version, ranges):
+    key = normalise.version_sort_key(version)
+    return any(lo <= key and (hi == "" or key < hi) for lo, hi in ranges)
+
+
+def has_variant(variants, name, operator, values):
+    for raw in variants:
+        variant = normalise.parse_variant(raw)
+        if variant.name != name:
+            continue
+        if operator in "+~":
+            return variant.operator == operator
+        return set(values) <= set(variant.values) and (operator == "=" or set(values) == set(variant.values))
+    return False
+
+
+def target_fits(target, wanted, runs_on):
+    if "is" in wanted:
+        return target == wanted["is"]
+    return (not wanted["from"] or (target, wanted["from"]) in runs_on) and (
+        not wanted["to"] or (wanted["to"], target) in runs_on
+    )
+
+
+def matches(row, node, runs_on):
+    """Whether a binary matches the root of a spec, read by Spack's rules from the binaries view."""
+    compiler, _ = normalise.parse_compiler(row["compiler"])
+    return (
+        (not node.name or row["package"] == node.name)
+        and (node.versions is None or in_ranges(row["version"], node.versions))
+        and all(has_variant(json.loads(row["variants"]), *term) for term in node.variants.values())
+        and (not node.compiler or compiler.name in node.as_json()["compilers"])
+        and (node.compiler_versions is None or compiler.version and in_ranges(compiler.version, node.compiler_versions))
+        and (not node.os or row["os"] == node.os)
+        and (not node.platform or row["platform"] == node.platform)
+        and (node.targets is None or any(target_fits(row["target"], t, runs_on) for t in node.targets))
+        and (not node.hash or row["hash"].startswith(node.hash))
+    )
+
+
+SPECS = [
+    ("hdf5", SNAPSHOT),
+    ("hdf5@1.14", SNAPSHOT),
+    ("hdf5@1.10:1.12", SNAPSHOT),
+    ("hdf5@:1.12", SNAPSHOT),
+    ("hdf5@1.14:", SNAPSHOT),
+    ("hdf5@=1.14.6", SNAPSHOT),
+    ("hdf5@=1.14", SNAPSHOT),
+    ("hdf5@1.8.23,1.14.6", SNAPSHOT),
+    ("hdf5+mpi~cxx %gcc@11", SNAPSHOT),
+    ("hdf5 %gcc@:11.2", SNAPSHOT),
+    ("hdf5 %gcc@=11.4.0", SNAPSHOT),
+    ("hdf5 api=default patches=f42732a", SNAPSHOT),
+    ("hdf5 patches:=f42732a", SNAPSHOT),
+    ("hdf5 target=x86_64_v3: os=ubuntu22.04", SNAPSHOT),
+    ("hdf5 target=:zen3", SNAPSHOT),
+    ("hdf5 arch=linux-ubuntu22.04-neoverse_v2", SNAPSHOT),
+    ("hdf5 platform=darwin", SNAPSHOT),
+    ("mpich patches=de0de41", SNAPSHOT),
+    ("+mpi", "*"),
+    ("bolt@1.0:", "*"),
+    ("cli11 %oneapi", "*"),
+    ("py-mpi4py build_system==python_pip", "*"),
+    ("libelf %gcc@10", "mid"),
+]
+
+
+@pytest.mark.parametrize("text, tag", SPECS, ids=[f"{text}|{tag}" for text, tag in SPECS])
+def test_find_answers_what_spack_rules_say_of_the_binaries(db, text, tag):
+    rows, runs_on = binaries(db)
+    root = parse(text).root
+    expected = {
+        (row["tag"], row["hash"]) for row in rows if row["tag"] == tag or tag == "*" if matches(row, root, runs_on)
+    }
+    conn = find_module.open_database(db)
+    found = find_module.find(conn, text, [tag])
+    assert {(row["tag"], row["hash"]) for row in found.rows} == expected
+    assert len(expected) < 100, "the samples stay under find's limit"
+
+
+def test_every_spec_of_the_table_finds_something_and_not_everything(db):
+    rows, runs_on = binaries(db)
+    for text, tag in SPECS:
+        if text not in ("hdf5@=1.14", "hdf5@1.14:"):
+            kept = [
+                row for row in rows if (tag == "*" or row["tag"] == tag) and matches(row, parse(text).root, runs_on)
+            ]
+            assert kept, text
+    assert not [row for row in rows if matches(row, parse("hdf5@=1.14").root, runs_on)], "no hdf5 is 1.14 exactly"
+
+
+# --- ^dependencies, from the indexes' edges ----------------------------------------------------------------
+
+
+DEPENDENCIES = [
+    ("^hwloc", "old", {HDF5, OPENMPI}),  # a dependency no mirror holds (not in_buildcache, not external)
+    ("hdf5 ^hwloc", "old", {HDF5}),
+    ("^libpciaccess", "old", {HDF5, OPENMPI}),  # an external, two edges down
+    ("^hwloc libs=shared ^zlib+pic", "old", {HDF5, OPENMPI}),
+    ("^hwloc libs:=shared", "old", set()),  # hwloc has shared and static
+    ("^openmpi@3: target=skylake %gcc@7", "old", {HDF5}),
+    ("^zlib@1.3:", "old", set()),
+    ("^cmake", "old", {HDF5}),  # a build-only dependency
+    (f"^/{HWLOC[:4]}", "old", {HDF5, OPENMPI}),
+    (f"^hwloc/{HWLOC[:4]}", "old", {HDF5, OPENMPI}),
+    ("^hwloc/aaaa", "old", set()),
+    ("^zlib ^cmake", "old", {HDF5}),
+    ("^libelf", "new", {LIBDWARF_M1, "sk2gqqz4n5njmvktycnd25wq25jxiqkr"}),
+    ("^gcc", "new", {LIBDWARF_M1, LIBELF_M1, "izgzpzeljwairalfjm3k6fntbb64nt6n"}),  # the external compiler
+    ("^c", "new", {LIBDWARF_M1, LIBELF_M1}),  # a virtual: whoever gcc provides c to
+    ("^cxx", "new", {LIBDWARF_M1}),
+    ("libelf ^c", "new", {LIBELF_M1}),
+    ("^mpi", "old", set()),  # no edge here provides mpi
+]
+
+
+@pytest.mark.parametrize("text, tag, expected", DEPENDENCIES, ids=[text for text, _, _ in DEPENDENCIES])
+def test_a_dependency_anywhere_in_the_dag_matches(db, text, tag, expected):
+    conn = find_module.open_database(db)
+    assert set(hashes(find_module.find(conn, text, [tag]).rows)) == expected
+
+
+@pytest.mark.parametrize("text, tag, expected", DEPENDENCIES, ids=[text for text, _, _ in DEPENDENCIES])
+def test_down_the_dag_and_up_the_edges_give_the_same_answer(db, text, tag, expected):
+    """find_binaries.sql walks up from the dependencies when they are few, else down each binary's DAG (by
+    the specs that match when those are known, else reading each spec; at once for a package with few
+    binaries): each way finds the same."""
+    sql = find_module.QUERY.sql
+    up_allowed_nothing = sql.replace(
+        "(SELECT count(*) FROM dependents) <= 50000", "(SELECT count(*) FROM dependents) < 0"
+    )
+    nothing_known = sql.replace(
+        "(SELECT count(*) FROM dependency_specs) <= 10000", "(SELECT count(*) FROM dependency_specs) < 0"
+    )
+    never_few = sql.replace("), 0) <= 2000 AS few", "), 0) < 0 AS few")
+    assert sql not in (up_allowed_nothing, nothing_known, never_few)
+    conn = find_module.open_database(db)
+    parameters = find_module.parameters(text, [tag])
+    answer = conn.execute(sql, parameters).fetchall()
+    assert conn.execute(up_allowed_nothing, parameters).fetchall() == answer  # down, by the specs found
+    assert conn.execute(nothing_known, parameters).fetchall() == answer  # down, reading each spec
+    assert conn.execute(never_few, parameters).fetchall() == answer  # a package named: up too
+
+
+# --- The terminal -------------------------------------------------------------------------------------------
+
+
+def test_the_table_reads_like_spack_buildcache_list(db):
+    result = find(db, "hdf5@1.14", "+mpi", "%gcc@11", "--tag", SNAPSHOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["hash", "spec", "tag", "stacks"]
+    expected = found_json(db, "hdf5@1.14 +mpi %gcc@11", "--tag", SNAPSHOT)
+    assert len(lines) == 1 + len(expected) > 1
+    for line, row in zip(lines[1:], expected, strict=True):
+        assert line.startswith(row["hash"] + "  " + row["spec"])
+        assert line.split("  ")[-1] == ", ".join(row["stacks"])
+        assert f"  {SNAPSHOT}  " in line
+    assert result.stderr == ""
+
+
+def test_json_has_the_fields_of_a_binary(db):
+    (row,) = found_json(db, "zlib", "--tag", "old")
+    assert {key: row[key] for key in ("tag", "hash", "package", "version", "compiler", "os", "platform", "target")} == {
+        "tag": "old",
+        "hash": "k6li6etzq5t24xniwfnayob226oq6m4l",
+        "package": "zlib",
+        "version": "1.2.11",
+        "compiler": "gcc@7.5.0",
+        "os": "ubuntu18.04",
+        "platform": "linux",
+        "target": "x86_64",
+    }
+    assert row["variants"] == ["+optimize", "+pic", "+shared"] and row["stacks"] == ["root"]
+    assert row["spec"] == "zlib@1.2.11+optimize+pic+shared arch=linux-ubuntu18.04-x86_64 %gcc@7.5.0"
+    assert row["install"].endswith("spack install --use-buildcache only /k6li6etzq5t24xniwfnayob226oq6m4l")
+
+
+def test_csv_has_every_column_and_lists_as_json(db):
+    result = find(db, "openmpi", "--tag", "old", "--format", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert json.loads(row["variants"]) == ["~cuda", "fabrics=none", "schedulers=none"]
+    assert row["hash"] == OPENMPI and row["target"] == "skylake"
+
+
+def test_without_tag_every_tag_is_searched_and_tag_takes_repeated_patterns(db):
+    everywhere = {row["tag"] for row in found_json(db, "bolt")}
+    assert {"develop", "v0.23.1", "develop-2024-03-17"} <= everywhere
+    some = {row["tag"] for row in found_json(db, "bolt", "--tag", "v0.2*", "--tag", "develop-2025-03-*")}
+    assert some == {tag for tag in everywhere if tag.startswith(("v0.2", "develop-2025-03-"))}
+    assert len(some) > 2
+
+
+def test_host_keeps_what_runs_on_that_cpu(db):
+    conn = sqlite3.connect(db)
+    runnable = {row[0] for row in conn.execute("SELECT target FROM runs_on WHERE host = 'zen3'")}
+    everything = found_json(db, "hdf5", "--tag", SNAPSHOT)
+    on_zen3 = found_json(db, "hdf5", "--tag", SNAPSHOT, "--host", "zen3")
+    assert on_zen3 == [row for row in everything if row["target"] in runnable]
+    assert 0 < len(on_zen3) < len(everything)
+    assert on_zen3 == found_json(db, "hdf5 target=:zen3", "--tag", SNAPSHOT)
+
+
+def test_nothing_found_is_exit_1_with_the_closest_names(db):
+    result = find(db, "hdf@1.14", "%gcc@13", "^zlb", "--tag", "develop-2025-04-*")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [
+        "No binary matches 'hdf@1.14 %gcc@13 ^zlb'.",
+        "No package here is called 'hdf': did you mean hdf5?",
+        "No package here is called 'zlb': did you mean zlib?",
+    ]
+    result = find(db, "hdf5", "--tag", "v9*", "--host", "zen33")
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[1].startswith("No host CPU here is called 'zen33': did you mean zen3 ") and lines[1].endswith("?")
+    assert lines[2:] == ["No tag here is called 'v9*'."]
+
+
+def test_a_spec_that_does_not_parse_is_exit_2_and_one_line(db):
+    result = find(db, "hdf5@1.14: +mpi %")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "Error: hdf5@1.14: +mpi %: expected a compiler name after '%' (column 17)\n"
+
+
+def test_a_missing_database_or_one_not_ours_is_exit_2_and_one_line(db, tmp_path):
+    missing = tmp_path / "nothing.db"
+    result = find(missing, "hdf5")
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"Error: {missing}: no such database (build one with: python build_db.py -o {missing})\n",
+    )
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    result = find(other, "hdf5")
+    assert result.returncode == 2
+    assert result.stderr == f"Error: {other}: expected a database built by spack-cache-db (no such table: build_info)\n"
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE build_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO build_info VALUES ('schema_version', '3')")
+    conn.commit()
+    result = find(old, "hdf5")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "expected schema version" in result.stderr and "found 3" in result.stderr
+    assert find(tmp_path, "hdf5").stderr == f"Error: {tmp_path}: expected a regular file, found a folder\n"
+
+
+def test_more_than_the_web_shows_says_so(db):
+    result = find(db, "*")
+    assert result.returncode == 0
+    assert find_module.ROW_LIMITS == (100, 1000)  # as the question says: 1,000 for a package, 100 without
+    assert len(result.stdout.splitlines()) == 1 + find_module.ROW_LIMITS[0]
+    assert (
+        result.stderr
+        == f"These are the first {find_module.ROW_LIMITS[0]} binaries: narrow the spec or --tag for the rest.\n"
+    )
+
+
+def test_the_spack_cache_db_script_finds_too(db):
+    script = Path(sys.executable).with_name("spack-cache-db")
+    result = find(db, "zlib", "--tag", "old", "--format", "json", script=(str(script),))
+    assert result.returncode == 0
+    assert hashes(json.loads(result.stdout)) == ["k6li6etzq5t24xniwfnayob226oq6m4l"]
+
+
+# --- The same answers from the web ----------------------------------------------------------------------------
+
+WEB_SPECS = [
+    ("hdf5@1.14 +mpi %gcc@11", SNAPSHOT),
+    ("hdf5 target=x86_64_v3: ^zlib", "*"),
+    ("^hwloc", "old"),
+    ("^c", "new"),
+    ("+mpi", "develop-2025-04-* develop-2024-*"),
+    ("bolt@2 os=rhel8", "*"),
+    ("", "v0.23.1"),
+]
+
+
+@pytest.mark.asyncio
+async def test_the_web_answers_what_find_answers(db):
+    ds = Datasette(immutables=[str(db)], metadata=describe.build_metadata())
+    for text, tags in WEB_SPECS:
+        url = "/cache/find_binaries.json?" + urllib.parse.urlencode({"spec": text, "tag": tags, "_shape": "objects"})
+        response = await ds.client.get(url)
+        assert response.status_code == 200, (url, response.text[:300])
+        web = [
+            {
+                key: json.loads(value) if key in ("variants", "stacks") else value
+                for key, value in row.items()
+                if key != "links"
+            }
+            for row in response.json()["rows"]
+        ]
+        terminal = found_json(db, text or "*", *(argument for tag in tags.split() for argument in ("--tag", tag)))
+        assert web == terminal, text
+        assert web or text == "^mpi", text
