@@ -303,10 +303,9 @@ async def test_the_json_of_a_question_is_unchanged_by_the_pages(ds):
 
 @pytest.fixture
 def hostile_db(tmp_path):
-    stacks = ["<img src=x onerror=alert(1)>", "root"]
-    write_page(
-        tmp_path / "site", "bolt", "develop", [spec("hostile", stacks=stacks, variants=["+mpi", "note=<b>x</b>"])]
-    )
+    """Markup in values a page may hold (stacks are plain names: mirrors' folders)."""
+    variants = ["+mpi", "note=<b>x</b>", "tag=<img src=x onerror=alert(1)>"]
+    write_page(tmp_path / "site", "bolt", "develop", [spec("hostile", variants=variants)])
     path = tmp_path / "cache.db"
     build([str(tmp_path / "site")], path)
     return path

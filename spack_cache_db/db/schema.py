@@ -374,6 +374,11 @@ FROM configurations
 CREATE VIEW default_tag AS
 SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1;
 
+-- How to install a tag's binaries: install || hash is the three commands for one of them.
+CREATE VIEW tag_installs AS
+SELECT tags.id AS tag_id, tags.name AS tag, {_INSTALL_SQL} AS install
+FROM tags;
+
 -- How many binaries each tag has of each version of a package (counted by the build).
 CREATE VIEW version_tags AS
 SELECT

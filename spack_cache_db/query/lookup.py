@@ -25,25 +25,18 @@ SELECT
     specs.id,
     specs.hash,
     specs.external,
-    packages.name AS package,
-    versions.version,
-    versions.version_rank,
-    compilers.label AS compiler,
-    oss.name AS os,
-    platforms.name AS platform,
-    targets.name AS target,
-    variant_sets.variants,
-    (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = specs.configuration_id) AS spec
+    configuration_specs.package,
+    configuration_specs.version,
+    configuration_specs.version_rank,
+    configuration_specs.compiler,
+    configuration_specs.os,
+    configuration_specs.platform,
+    configuration_specs.target,
+    configuration_specs.variants,
+    configuration_specs.spec
 FROM json_each(:ids) AS ids
 CROSS JOIN specs ON specs.id = ids.value
-CROSS JOIN configurations ON configurations.id = specs.configuration_id
-CROSS JOIN versions ON versions.id = configurations.version_id
-CROSS JOIN packages ON packages.id = versions.package_id
-CROSS JOIN compilers ON compilers.id = configurations.compiler_id
-CROSS JOIN oss ON oss.id = configurations.os_id
-CROSS JOIN platforms ON platforms.id = configurations.platform_id
-CROSS JOIN targets ON targets.id = configurations.target_id
-CROSS JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+CROSS JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id
 ORDER BY ids.key
 """
 # The tags whose pages list a spec, in the usual order (the newest first), with its stacks there.

@@ -20,7 +20,6 @@ from spack_cache_db.normalise import (
     PLAIN_TEXT,
     derived_meta,
     is_storable_text,
-    name_length_problem,
     name_problem,
     parse_compiler,
     parse_variant,
@@ -522,7 +521,7 @@ def read_tags_yaml(path):
         if not isinstance(stacks, list) or not all(isinstance(s, str) and s for s in stacks):
             raise PageError(path, f"[{number}].stacks", "expected a list of stack names")
         for position, stack in enumerate(stacks):
-            problem = text_problem(stack) or name_length_problem(stack, "a stack name")
+            problem = name_problem(stack, "a stack name")
             if problem:
                 raise PageError(path, f"[{number}].stacks[{position}]", problem)
         tags.append((name, stacks))
@@ -638,8 +637,8 @@ def parse_spec(entry, where, configurations):
             pass
     if sorted_stacks is None:
         stacks = _text_list(entry, "stacks", where)
-        for position, stack in enumerate(stacks):
-            problem = name_length_problem(stack, "a stack name")
+        for position, stack in enumerate(stacks):  # a stack is a mirror's folder: <tag>/<stack>
+            problem = name_problem(stack, "a stack name")
             if problem:
                 raise SpecError(f"{where}.stacks[{position}]", problem)
         sorted_stacks = configurations.stacks[tuple(stacks)] = tuple(sorted(set(stacks)))

@@ -310,19 +310,19 @@ hash_packages AS (
 found AS (
     SELECT
         packages.name AS package,
-        versions.version,
-        versions.version_rank,
-        compilers.label AS compiler,
-        oss.name AS os,
-        platforms.name AS platform,
-        targets.name AS target,
-        variant_sets.variants,
-        (SELECT spec FROM configuration_specs WHERE configuration_specs.configuration_id = configurations.id) AS spec,
+        configuration_specs.version,
+        configuration_specs.version_rank,
+        configuration_specs.compiler,
+        configuration_specs.os,
+        configuration_specs.platform,
+        configuration_specs.target,
+        configuration_specs.variants,
+        configuration_specs.spec,
         specs.hash,
         stack_sets.stacks,
         wanted_tags.name AS tag,
         wanted_tags.sort_order AS tag_order,
-        wanted_tags.mirror_url
+        wanted_tags.id AS tag_id
     FROM packages
     CROSS JOIN args
     CROSS JOIN walk
@@ -331,12 +331,7 @@ found AS (
     CROSS JOIN page_specs ON page_specs.page_id = pages.id
     CROSS JOIN listings ON listings.id = page_specs.listing_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
-    CROSS JOIN versions ON versions.id = configurations.version_id
-    CROSS JOIN compilers ON compilers.id = configurations.compiler_id
-    CROSS JOIN oss ON oss.id = configurations.os_id
-    CROSS JOIN platforms ON platforms.id = configurations.platform_id
-    CROSS JOIN targets ON targets.id = configurations.target_id
-    CROSS JOIN variant_sets ON variant_sets.id = configurations.variant_set_id
+    CROSS JOIN configuration_specs ON configuration_specs.configuration_id = configurations.id
     CROSS JOIN specs ON specs.id = page_specs.spec_id
     CROSS JOIN stack_sets ON stack_sets.id = listings.stack_set_id
     WHERE packages.name >= (SELECT package FROM args) AND (args.package = '' OR packages.name = args.package)
@@ -347,10 +342,10 @@ found AS (
           SELECT package_id FROM dependents_found WHERE dependents_found.dependencies = args.dependencies))
       AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
       AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
-      AND (args.os = '' OR oss.name = args.os)
-      AND (args.platform = '' OR platforms.name = args.platform)
-      AND (args.target = '' OR targets.name = args.target)
-      AND (args.host = '' OR targets.name IN (SELECT target FROM runs_on WHERE runs_on.host = args.host))
+      AND (args.os = '' OR configuration_specs.os = args.os)
+      AND (args.platform = '' OR configuration_specs.platform = args.platform)
+      AND (args.target = '' OR configuration_specs.target = args.target)
+      AND (args.host = '' OR configuration_specs.target IN (SELECT target FROM runs_on WHERE runs_on.host = args.host))
       AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
       AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
       AND (args.stack = '' OR listings.stack_set_id IN (SELECT stack_set_id FROM stack_sets_of_the_stack))
@@ -384,8 +379,8 @@ found AS (
                             IN (SELECT n << 32 | configuration_id FROM node_configurations)
                 END
       ))
-    ORDER BY packages.name, versions.version_rank DESC, wanted_tags.sort_order, compilers.label, oss.name,
-        targets.name, specs.hash
+    ORDER BY packages.name, configuration_specs.version_rank DESC, wanted_tags.sort_order,
+        configuration_specs.compiler, configuration_specs.os, configuration_specs.target, specs.hash
     LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)
 )
 SELECT
@@ -394,9 +389,7 @@ SELECT
     spec,
     hash,
     stacks,
-    'spack mirror add ' || tag || ' ' || mirror_url || char(10)
-        || 'spack buildcache keys --install --trust' || char(10)
-        || 'spack install --use-buildcache only /' || hash AS install,
+    (SELECT install FROM tag_installs WHERE tag_installs.tag_id = found.tag_id) || hash AS install,
     tag,
     compiler,
     os,
@@ -404,19 +397,14 @@ SELECT
     target,
     variants,
     -- Links to the package's other pages, on its first row only: rendering them costs time. The addresses
-    -- are relative to this page's (so they work whatever the database is called), and the package name
-    -- in them is percent-encoded where URLs or Markdown give a character a meaning.
+    -- are relative to this page's (so they work whatever the database is called); of the characters a
+    -- package's name may hold, only + means something else in a URL.
     CASE WHEN row_number() OVER (
         PARTITION BY package ORDER BY version_rank DESC, tag_order, compiler, os, target, hash
     ) = 1 THEN (
         SELECT '[versions](package_versions?package=' || name || ') · [timeline](version_timeline?package='
             || name || ') · [chart](../-/dashboards/package-history?package=' || name || ')'
-        FROM (SELECT replace(replace(replace(replace(replace(replace(replace(replace(replace(
-              replace(replace(replace(replace(replace(replace(replace(replace(replace(
-                  package,
-                  '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
-                  '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
-                  '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS name)
+        FROM (SELECT replace(package, '+', '%2B') AS name)
     ) END AS links
 FROM found
 ORDER BY package, version_rank DESC, tag_order, compiler, os, target, hash

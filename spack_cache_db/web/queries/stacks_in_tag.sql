@@ -64,26 +64,10 @@ SELECT
     coalesce(per_stack.specs, 0) AS specs,
     chosen.mirror_url || CASE WHEN stacks.name = 'root' THEN '' ELSE '/' || stacks.name END AS mirror_url,
     chosen.name AS tag,
-    -- A link relative to this page's address, with the names in it percent-encoded where URLs or Markdown
-    -- give a character a meaning.
-    (
-        SELECT '[packages](stack_packages?tag=' || tag || '&stack=' || stack || ')'
-        FROM (
-            SELECT
-                replace(replace(replace(replace(replace(replace(replace(replace(replace(
-                replace(replace(replace(replace(replace(replace(replace(replace(replace(
-                    chosen.name,
-                    '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
-                    '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
-                    '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS tag,
-                replace(replace(replace(replace(replace(replace(replace(replace(replace(
-                replace(replace(replace(replace(replace(replace(replace(replace(replace(
-                    stacks.name,
-                    '%', '%25'), ' ', '%20'), '"', '%22'), '#', '%23'), '&', '%26'), '''', '%27'),
-                    '(', '%28'), ')', '%29'), '+', '%2B'), '<', '%3C'), '>', '%3E'), '[', '%5B'),
-                    '\', '%5C'), ']', '%5D'), '`', '%60'), char(9), '%09'), char(10), '%0A'), char(13), '%0D') AS stack
-        )
-    ) AS links
+    -- A link relative to this page's address; of the characters a tag's or a stack's name may hold, only
+    -- + means something else in a URL.
+    '[packages](stack_packages?tag=' || replace(chosen.name, '+', '%2B') || '&stack='
+        || replace(stacks.name, '+', '%2B') || ')' AS links
 FROM chosen, stacks_of_tag
 JOIN stacks ON stacks.id = stacks_of_tag.stack_id
 LEFT JOIN per_stack ON per_stack.stack_id = stacks_of_tag.stack_id
