@@ -143,19 +143,21 @@ async def test_a_statement_that_grows_a_value_row_by_row_stops_at_the_time_limit
     assert peak_memory_mb() - before < 200
 
 
-HOSTILE_STACK = "e4s) [x](https://example.org/y"
-HOSTILE_TAG = "odd+tag"  # tag names are plain names (the readers refuse others); a + must survive its links
+# Tag, stack and package names are plain names (the readers refuse others: tests/test_network.py); the characters
+# they may carry that mean something in a URL must survive their links.
+ODD_STACK = "e4s+rocm.6_x-y"
+ODD_TAG = "odd+tag"
 
 
 @pytest.fixture(scope="module")
-def hostile_names_db(tmp_path_factory):
-    """A database whose names carry Markdown and URL syntax: a stack, a tags.yaml tag, a package with +."""
+def odd_names_db(tmp_path_factory):
+    """A database whose names carry URL syntax: a stack, a tags.yaml tag, a package with +."""
     root = tmp_path_factory.mktemp("hostile") / "site"
-    stacks = [HOSTILE_STACK, "a&b=c #d", "100% `tick` \\back", "root"]
+    stacks = [ODD_STACK, "a+b.c", "100-tick_back", "root"]
     write_page(root, "g++", "develop", [spec("g++", stacks=stacks), spec("g++2", stacks=["root"])])
     (root / "_data").mkdir()
     (root / "_data" / "tags.yaml").write_text(
-        yaml.safe_dump([{"name": "develop", "stacks": stacks}, {"name": HOSTILE_TAG, "stacks": [HOSTILE_STACK]}])
+        yaml.safe_dump([{"name": "develop", "stacks": stacks}, {"name": ODD_TAG, "stacks": [ODD_STACK]}])
     )
     path = root.parent / "cache.db"
     build([str(root)], path)
@@ -172,18 +174,17 @@ async def follow(ds, page, href):
     return await get_within(ds, f"{target.path}?{target.query}")
 
 
-@pytest.mark.parametrize("tag", ["develop", HOSTILE_TAG])
-async def test_names_in_markdown_links_stay_inside_their_link(hostile_names_db, tag):
-    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+@pytest.mark.parametrize("tag", ["develop", ODD_TAG])
+async def test_names_survive_their_links(odd_names_db, tag):
+    ds = Datasette(immutables=[str(odd_names_db)], metadata=METADATA)
     page = "/cache/stacks_in_tag?" + urllib.parse.urlencode({"tag": tag})
     response = await get_within(ds, page)
     assert response.status_code == 200
-    assert not any("example.org" in link.split("?")[0] for link in links_in(response.text)), "a name made a link"
     rows = (await get_within(ds, page.replace("stacks_in_tag", "stacks_in_tag.json") + "&_shape=objects")).json()[
         "rows"
     ]
     stacks = [row["stack"] for row in rows]
-    assert HOSTILE_STACK in stacks
+    assert ODD_STACK in stacks
     followed = [link for link in links_in(response.text) if link.startswith("stack_packages?")]
     assert len(followed) == len(stacks)
     for stack, href in zip(stacks, followed, strict=True):
@@ -192,8 +193,8 @@ async def test_names_in_markdown_links_stay_inside_their_link(hostile_names_db, 
         assert (await follow(ds, page, href)).status_code == 200
 
 
-async def test_a_package_name_with_a_plus_survives_its_links(hostile_names_db):
-    ds = Datasette(immutables=[str(hostile_names_db)], metadata=METADATA)
+async def test_a_package_name_with_a_plus_survives_its_links(odd_names_db):
+    ds = Datasette(immutables=[str(odd_names_db)], metadata=METADATA)
     page = "/cache/find_binaries?package=g%2B%2B"
     response = await get_within(ds, page)
     versions = next(link for link in links_in(response.text) if link.startswith("package_versions?"))
