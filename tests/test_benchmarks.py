@@ -1,16 +1,21 @@
 """The benchmark's synthetic corpus and its runner.
 
 The generator's build-cache indexes are checked as files (hashes, manifests, blobs, the index of mirrors)
-and as data: each record is rendered back with a re-implementation, here, of the rules the builder's
-index reader follows (the lead's INDEX_RULES), and must give exactly its page's spec. benchmarks/run.py
-runs on the small corpus as a smoke test: every section is there and every URL answered 200. No timing
-is asserted: CI machines are too noisy for that.
+and as data, in both shapes: each record is rendered back with a re-implementation, here, of the rules
+the builder's index reader follows (the lead's INDEX_RULES), and must give exactly its page's spec; the
+dependencies form one DAG per hash, closed in every index, with the shape of Spack's (a few packages most
+binaries need, build-only edges, externals, chains ten deep). benchmarks/run.py runs on the small corpora
+as a smoke test: every section is there and every URL answered 200. No timing is asserted: CI machines
+are too noisy for that.
 """
 
+import collections
+import functools
 import gzip
 import hashlib
 import json
 import sqlite3
+import statistics
 import subprocess
 import sys
 import urllib.parse
@@ -23,13 +28,31 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = ROOT / "benchmarks" / "generate_corpus.py"
 FLAG_PARAMETERS = {"cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs"}
 MIRROR_PARTS = {"build_cache", "v3", "blobs"}  # folders of a mirror's layout, not stack mirrors
+SHAPES = ("usual", "spread")
+# The small corpus's pages in the usual shape, as the generator wrote them before it had shapes: reports
+# taken since stay comparable with earlier ones.
+USUAL_SMALL_PAGES_SHA256 = "8397054720bf23f3c6668d225c8b0fba9a52ffdad220828d468438a73624ab6d"
 
 
-@pytest.fixture(scope="module")
-def small_corpus(tmp_path_factory):
-    out = tmp_path_factory.mktemp("corpus") / "small"
-    subprocess.run([sys.executable, str(GENERATOR), str(out), "--size", "small"], check=True, capture_output=True)
+def generate(out, *options):
+    subprocess.run([sys.executable, str(GENERATOR), str(out), *options], check=True, capture_output=True)
     return out
+
+
+@pytest.fixture(scope="module", params=SHAPES)
+def small_corpus(request, tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("corpus") / request.param, "--size", "small", "--shape", request.param)
+
+
+def pages_digest(corpus):
+    """sha256 of every file under _cache/ and _data/, with its path."""
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in corpus.rglob("*") if p.is_file() and p.relative_to(corpus).parts[0] in ("_cache", "_data")
+    )
+    for path in files:
+        digest.update(path.relative_to(corpus).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def page_specs(corpus):
@@ -63,19 +86,23 @@ def v3_manifest_entry(mirror):
 
 
 def read_index(mirror):
-    """The mirror's index as Spack's reader would find it: through the v2 or the v3 layout."""
+    """The JSON of the mirror's index as Spack's reader would find it: through the v2 or the v3 layout."""
     v2 = mirror / "build_cache" / "index.json"
     if v2.exists():
-        return json.loads(v2.read_bytes())
+        return v2.read_bytes()
     entry = v3_manifest_entry(mirror)
     stored = (mirror / "blobs" / "sha256" / entry["checksum"][:2] / entry["checksum"]).read_bytes()
-    return json.loads(gzip.decompress(stored) if entry["compression"] == "gzip" else stored)
+    return gzip.decompress(stored) if entry["compression"] == "gzip" else stored
 
 
 @pytest.fixture(scope="module")
 def indexes(small_corpus):
     """{(tag, label): database} of every index of the small corpus."""
-    return {(tag, label): read_index(mirror)["database"] for tag, label, mirror in mirrors(small_corpus)}
+    return {(tag, label): json.loads(read_index(mirror))["database"] for tag, label, mirror in mirrors(small_corpus)}
+
+
+def test_usual_pages_are_byte_for_byte_those_of_earlier_reports(tmp_path):
+    assert pages_digest(generate(tmp_path / "usual", "--size", "small", "--no-indexes")) == USUAL_SMALL_PAGES_SHA256
 
 
 def test_v2_index_hash_files_hold_the_sha256_of_their_index(small_corpus):
@@ -104,24 +131,25 @@ def test_v3_manifests_describe_the_stored_bytes_of_their_blobs(small_corpus):
     assert compressions == {"gzip", "none"}
 
 
-def test_the_index_of_mirrors_lists_every_tag_and_stack_with_urls_relative_to_it(small_corpus, indexes):
+def test_the_index_of_mirrors_lists_every_tag_and_stack_with_urls_relative_to_it(small_corpus):
     listing = json.loads((small_corpus / "cache_spack_io_index.json").read_text())
     stacks = tag_stacks(small_corpus)
     assert sorted(listing) == sorted(stacks)
+    found = {(tag, label): mirror for tag, label, mirror in mirrors(small_corpus)}
     for tag, entries in listing.items():
         labels = [entry["label"] for entry in entries]
         assert labels == ["root", *sorted(set(stacks[tag]) - {"root"})]
         for entry in entries:
             target = small_corpus / entry["url"]
             if target.name == "index.json":  # v2: the index itself
-                document = json.loads(target.read_bytes())
+                document = target.read_bytes()
             elif target.parent.parent.parent.name == "blobs":  # v3: straight at an uncompressed blob
                 assert v3_manifest_entry(target.parents[3])["compression"] == "none"
-                document = json.loads(target.read_bytes())
+                document = target.read_bytes()
             else:  # a mirror folder, for a gzip-compressed blob
                 assert v3_manifest_entry(target)["compression"] == "gzip"
                 document = read_index(target)
-            assert document["database"] == indexes[(tag, entry["label"])], entry["url"]
+            assert document == read_index(found[(tag, entry["label"])]), entry["url"]
 
 
 def test_every_edge_leads_to_a_record_of_the_same_index(indexes):
@@ -136,13 +164,15 @@ def test_every_edge_leads_to_a_record_of_the_same_index(indexes):
     assert edges > 1000
 
 
-def test_each_index_lists_as_binaries_the_pages_specs_of_its_stack(small_corpus, indexes):
+def test_each_index_has_as_binaries_the_pages_specs_of_its_stack_and_the_rest_not_in_its_cache(small_corpus, indexes):
     pages = page_specs(small_corpus)
+    not_binaries = collections.Counter()
     for (tag, label), database in indexes.items():
         binaries = {h for h, record in database["installs"].items() if record["in_buildcache"]}
         assert binaries == {h for h, (_, spec) in pages[tag].items() if label in spec["stacks"]}, (tag, label)
-        others = [record["spec"] for record in database["installs"].values() if not record["in_buildcache"]]
-        assert all("external" in node for node in others), (tag, label)
+        not_binaries.update("external" in r["spec"] for r in database["installs"].values() if not r["in_buildcache"])
+        assert not any("external" in r["spec"] for r in database["installs"].values() if r["in_buildcache"])
+    assert not_binaries[True] and not_binaries[False], "externals, and builds of other stacks and tags"
 
 
 def test_a_hash_has_the_same_record_in_every_index_and_tag(small_corpus, indexes):
@@ -215,14 +245,114 @@ def test_records_render_back_to_their_pages_specs(small_corpus, indexes):
 
 
 def test_pages_are_the_same_without_indexes(small_corpus, tmp_path):
-    out = tmp_path / "pages"
-    subprocess.run(
-        [sys.executable, str(GENERATOR), str(out), "--size", "small", "--no-indexes"], check=True, capture_output=True
-    )
+    out = generate(tmp_path / "pages", "--size", "small", "--shape", small_corpus.name, "--no-indexes")
     assert not (out / "mirrors").exists() and not (out / "cache_spack_io_index.json").exists()
-    pages = sorted(path.relative_to(out) for path in out.glob("_cache/*/*/specs.md"))
-    assert pages == sorted(path.relative_to(small_corpus) for path in small_corpus.glob("_cache/*/*/specs.md"))
-    assert all((out / page).read_bytes() == (small_corpus / page).read_bytes() for page in pages)
+    assert pages_digest(out) == pages_digest(small_corpus)
+
+
+# --- the dependency DAG, as data -----------------------------------------------------------------------------
+
+
+def edges_of(installs):
+    """{hash: [(dependency hash, deptypes, virtuals)]} of an index."""
+    return {
+        spec_hash: [
+            (edge["hash"], tuple(edge["parameters"]["deptypes"]), tuple(edge["parameters"]["virtuals"]))
+            for edge in record["spec"].get("dependencies", [])
+        ]
+        for spec_hash, record in installs.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def develop(indexes):
+    """The installs of develop's root index (DB 8) and their edges."""
+    installs = indexes[("develop", "root")]["installs"]
+    return installs, edges_of(installs)
+
+
+def test_dependency_chains_run_ten_deep_and_share_subtrees(develop):
+    installs, edges = develop
+
+    @functools.cache
+    def longest_chain(spec_hash):
+        return 1 + max((longest_chain(dependency) for dependency, _, _ in edges[spec_hash]), default=0)
+
+    assert max(map(longest_chain, installs)) >= 10
+    dependents = collections.Counter(dependency for spec_edges in edges.values() for dependency, _, _ in spec_edges)
+    shared_subtrees = [h for h, n in dependents.items() if n >= 2 and edges[h]]
+    assert len(shared_subtrees) > 100
+
+
+def test_a_few_packages_are_what_most_binaries_need(develop):
+    installs, edges = develop
+    binaries = [h for h, record in installs.items() if record["in_buildcache"]]
+    by_package = collections.Counter(
+        installs[dependency]["spec"]["name"]
+        for spec_edges in edges.values()
+        for dependency, _, _ in spec_edges
+        if "external" not in installs[dependency]["spec"]
+    )
+    (most, count), *_ = by_package.most_common()
+    assert count >= len(binaries) / 2, f"{most} is needed by {count} of {len(binaries)} binaries"
+    top_three = sum(n for _, n in by_package.most_common(3))
+    assert top_three >= 0.25 * by_package.total()
+    assert statistics.median(by_package.values()) < count / 5, "and a long tail of less needed ones"
+
+
+def test_edges_are_build_link_and_run_and_compilers_and_perl_are_externals(develop):
+    installs, edges = develop
+    kinds = collections.Counter(deptypes for spec_edges in edges.values() for _, deptypes, _ in spec_edges)
+    assert {("build",), ("link",), ("run",), ("build", "link"), ("build", "run"), ("build", "link", "run")} <= set(
+        kinds
+    )
+    externals = {h: record["spec"] for h, record in installs.items() if "external" in record["spec"]}
+    assert "perl" in {node["name"] for node in externals.values()}
+    build_only = collections.Counter(
+        "external" if dependency in externals else installs[dependency]["spec"]["name"]
+        for spec_edges in edges.values()
+        for dependency, deptypes, _ in spec_edges
+        if deptypes == ("build",)
+    )
+    assert len(build_only) > 2 and build_only.most_common(1)[0][1] > 100, "cmake-like build tools, compilers, perl"
+    compiler_edges = [
+        (installs[dependency]["spec"], virtuals)
+        for spec_edges in edges.values()
+        for dependency, _, virtuals in spec_edges
+        if "c" in virtuals
+    ]
+    assert compiler_edges and all(node["hash"] in externals for node, _ in compiler_edges)
+    assert {virtuals for _, virtuals in compiler_edges} == {("c", "cxx"), ("c", "cxx", "fortran")}
+
+
+def test_a_db7_index_names_compilers_in_its_nodes_not_as_edges(indexes):
+    installs = indexes[("v0.23.0", "root")]["installs"]
+    assert all(
+        "c" not in edge["parameters"]["virtuals"]
+        for record in installs.values()
+        for edge in record["spec"].get("dependencies", [])
+    )
+
+
+def cube_cells(corpus):
+    """{(tag, os, target, compiler, stacks)} of the binaries, and {(tag, stack): {(os, target, compiler)}}."""
+    cells, per_stack = set(), collections.defaultdict(set)
+    for tag, specs in page_specs(corpus).items():
+        for _, spec in specs.values():
+            cells.add((tag, spec["os"], spec["target"], spec["compiler"], tuple(sorted(spec["stacks"]))))
+            for stack in spec["stacks"]:
+                per_stack[(tag, stack)].add((spec["os"], spec["target"], spec["compiler"]))
+    return cells, per_stack
+
+
+def test_the_spread_shape_spreads_binaries_over_stack_sets_and_environments(small_corpus):
+    binaries = sum(len(specs) for specs in page_specs(small_corpus).values())
+    cells, per_stack = cube_cells(small_corpus)
+    combinations = statistics.median(len(environments) for environments in per_stack.values())
+    if small_corpus.name == "spread":
+        assert len(cells) > binaries / 2 and combinations >= 10
+    else:
+        assert len(cells) < binaries / 10 and combinations <= 2
 
 
 SECTIONS = [
