@@ -869,6 +869,7 @@ VIRTUAL_SHARE = 0.1
 CONTEXTS_KEPT = 16  # tags whose per-package facts are kept at once (a tag and the tags it builds on)
 BUILDS_KEPT = 200_000
 QUARTER = re.compile(r"(\d{4})Q([1-4])")
+RELEASE_NAMES = {tag_from_name(name).release: name for name in RELEASE_DATES}
 
 
 def level(order):
@@ -889,6 +890,8 @@ def level_start(number):
 def origin_of(epoch, style):
     """The tag a build of this epoch was made in, whose builds it depends on: its own tag, the release it
     was built for, or for a build kept through a quarter, that quarter's first snapshot in its spelling."""
+    if release := RELEASE.fullmatch(epoch):  # release_epoch writes v2025.7.0 for v2025.07.0
+        return RELEASE_NAMES[tuple(int(part) for part in release.groups())]
     match = QUARTER.fullmatch(epoch)
     if not match:
         return epoch
