@@ -96,7 +96,7 @@ def wanted_inputs(args):
     """{input: (the folder given or None, generator options)} of what this run measures."""
     wanted = {}
     shapes = set(args.shape) | ({"usual"} if args.indexes and args.index_listing is None else set())
-    for shape in sorted(shapes):
+    for shape in sorted(shapes, key=SHAPES.index):
         with_indexes = shape == "usual" and args.indexes and args.index_listing is None
         wanted[f"corpus-{shape}"] = (
             args.corpus if shape == "usual" else args.corpus_spread,
