@@ -8,16 +8,16 @@ as a build of its pages:
 
 - DB 7 for tags whose pages use the older spellings (`gcc@=11.4.0`, `libs=shared,static`): nodes carry
   `compiler {name, version}`. DB 8 for the 2025 spellings: the compiler is an external record that is
-  not a binary (`in_buildcache: false`), reached by a `build` edge with virtuals `c` and `cxx`; a binary
-  with compiler `none` has no such edge.
+  not a binary (`in_buildcache: false`), reached by a `build` edge with virtuals `c`, `cxx` (and
+  `fortran` for some); a binary with compiler `none` has no such edge.
 - `parameters` gives the page's variants back, in the page's order: `+x`/`~x` as booleans, `name:=v1,v2`
   as a sorted list (DB 8), multi-valued `name=v1,v2` as a list in page order (DB 7) or as one string
   (DB 8), patches as full 64-character sha256 values whose first 7 characters are the page's; then the
   six compiler-flag lists, empty.
-- Every binary depends on a handful of binaries of earlier packages (link, run and build edges), only
-  on binaries of the same tag whose stacks include all of its own, so a stack's index lists every
-  dependency of its binaries as a binary of that stack too. A hash's record is the same in every index
-  and every tag that lists it (see choose_dependencies).
+- Dependencies are the generator's (generate_corpus.py: one DAG per hash). An index holds the records of
+  its binaries and of everything they depend on, transitively: a dependency that is not a binary of that
+  mirror (a build of another stack or tag, an external) is there with `in_buildcache: false`. A hash's
+  record is the same in every index and every tag that has it.
 
 Layouts: v2 (`build_cache/index.json` and `index.json.hash`) or v3 (`v3/layout.json`, the index manifest
 `v3/manifests/index/index.manifest.json` and the blob `blobs/sha256/<xx>/<checksum>`). In v3 mirrors about
@@ -34,12 +34,9 @@ import base64
 import gzip
 import hashlib
 import json
-from bisect import bisect_left
-from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from functools import cache
-from itertools import accumulate
-from random import Random
 
 import archspec.cpu
 import orjson
@@ -47,32 +44,44 @@ import orjson
 SEED = "spack-cache-db-benchmark-1|indexes"
 
 FLAG_PARAMETERS = ("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs")
-DEPENDENCY_COUNTS = (0, 1, 2, 3, 4, 5, 6, 8)
-DEPENDENCY_COUNT_CUMULATIVE = tuple(accumulate((10, 12, 15, 16, 15, 13, 10, 9)))
-DEPTYPES = (("build", "link"), ("build", "link", "run"), ("link",), ("build",), ("run",), ("build", "run"))
-DEPTYPE_CUMULATIVE = tuple(accumulate((50, 18, 10, 12, 8, 2)))
-VIRTUALS = (("mpi",), ("blas", "lapack"), ("pkgconfig",), ("zlib-api",), ("yacc",), ("tbb",))
-VIRTUAL_SHARE = 0.15  # edges through which a dependency provides a virtual package
-COMPILER_VIRTUALS = ["c", "cxx"]
 COMPILER_EXECUTABLES = {
     "apple-clang": ("clang", "clang++", None),
     "cce": ("craycc", "crayCC", "crayftn"),
     "intel-oneapi-compilers": ("icx", "icpx", "ifx"),
+    "nvhpc": ("nvc", "nvc++", "nvfortran"),
 }
 GZIP_SHARE = 0.5  # of the stack indexes of a v3 tag
 LAYOUT_FILE = {"signing": "gpg"}
 
 
-@dataclass
-class Binary:
-    """One spec of a page, with what its index record needs beyond the page."""
+@dataclass(frozen=True)
+class Spec:
+    """A build as an index records it: a binary of a page, or a build that binaries depend on."""
 
     package: str
-    package_order: int  # the package's place in the generator's sequence: dependencies point to earlier ones
-    spec: dict  # as the page lists it
-    # The tags that list this same hash, when they can be named (just this tag for most binaries); None
-    # for builds shared with snapshots that cannot be enumerated, which therefore depend on no binary.
-    presence: frozenset | None
+    hash: str
+    version: str
+    platform: str
+    os: str
+    target: str
+    compiler: str  # as the page writes it: gcc@=11.4.0, gcc@13.2.0 or none
+    variants: tuple  # as the page writes them
+    origin: tuple = field(compare=False)  # what the generator needs to find its dependencies
+
+
+@dataclass(frozen=True)
+class External:
+    """A package installed outside Spack (a system compiler, perl): a dependency, never a binary."""
+
+    name: str
+    version: str
+    platform: str
+    os: str
+    target: str  # a family: x86_64, aarch64, ppc64le
+
+    @property
+    def hash(self):
+        return dag_hash(f"external|{self.name}@{self.version}|{self.platform}|{self.os}|{self.target}")
 
 
 # --- records -----------------------------------------------------------------------------------------------------
@@ -98,6 +107,10 @@ def target_node(name):
         "parents": [parent.name for parent in target.parents],
         "cpupart": target.cpu_part,
     }
+
+
+def target_family(name):
+    return archspec.cpu.TARGETS[name].family.name
 
 
 def dag_hash(seed):
@@ -143,113 +156,63 @@ def list_values(name, value):
     return [full_patch(v) for v in values] if name == "patches" else values
 
 
-def binary_node(binary, db_version, list_variants, edges):
-    spec = binary.spec
-    version = spec["versions"][0]
-    node = {
-        "name": binary.package,
-        "version": version,
-        "arch": {"platform": spec["platform"], "platform_os": spec["os"], "target": target_node(spec["target"])},
+def edge(dependency, deptypes, virtuals):
+    name = dependency.name if isinstance(dependency, External) else dependency.package
+    return {
+        "name": name,
+        "hash": dependency.hash,
+        "parameters": {"deptypes": list(deptypes), "virtuals": list(virtuals)},
     }
-    compiler = parse_compiler(spec["compiler"])
+
+
+def spec_node(spec, db_version, list_variants, edges):
+    node = {
+        "name": spec.package,
+        "version": spec.version,
+        "arch": {"platform": spec.platform, "platform_os": spec.os, "target": target_node(spec.target)},
+    }
+    compiler = parse_compiler(spec.compiler)
     if db_version < 8 and compiler:
         node["compiler"] = {"name": compiler[0], "version": compiler[1]}
     node["namespace"] = "builtin"
-    node["parameters"] = parameters(spec["variants"], db_version, list_variants)
-    node["package_hash"] = package_hash(binary.package, version)
+    node["parameters"] = parameters(spec.variants, db_version, list_variants)
+    node["package_hash"] = package_hash(spec.package, spec.version)
     if edges:
-        node["dependencies"] = sorted(edges, key=lambda edge: (edge["name"], edge["hash"]))
+        node["dependencies"] = sorted((edge(*e) for e in edges), key=lambda e: (e["name"], e["hash"]))
     if db_version >= 8:
         node["annotations"] = {"original_specfile_version": 5}
-    node["hash"] = spec["hash"]
+    node["hash"] = spec.hash
     return node
 
 
-@cache
-def compiler_record(name, version, platform, os_name, target):
-    """(name, hash, JSON) of an external compiler as DB 8 records it: a dependency target, not a binary."""
-    node = compiler_node(name, version, platform, os_name, target)
-    return node["name"], node["hash"], orjson.dumps(node)
-
-
-def compiler_node(name, version, platform, os_name, target):
-    family = archspec.cpu.TARGETS[target].family.name
-    c, cxx, fortran = COMPILER_EXECUTABLES.get(name, (name, "g++" if name == "gcc" else f"{name}++", "gfortran"))
-    compilers = {"c": f"/usr/bin/{c}", "cxx": f"/usr/bin/{cxx}"}
-    if fortran:
-        compilers["fortran"] = f"/usr/bin/{fortran}"
-    return {
-        "name": name,
-        "version": version,
-        "arch": {"platform": platform, "platform_os": os_name, "target": family},
+def external_node(external):
+    """An external as Spack records it; a compiler's also names its executables."""
+    node = {
+        "name": external.name,
+        "version": external.version,
+        "arch": {"platform": external.platform, "platform_os": external.os, "target": external.target},
         "namespace": "builtin",
-        "parameters": {"build_system": "generic", "languages": ["c", "c++", "fortran"][: len(compilers)]}
-        | {flag: [] for flag in FLAG_PARAMETERS},
-        "external": {"path": "/usr", "module": None, "extra_attributes": {"compilers": compilers}},
-        "package_hash": package_hash(name, version),
+        "parameters": {"build_system": "generic"} | {flag: [] for flag in FLAG_PARAMETERS},
+        "external": {"path": "/usr", "module": None, "extra_attributes": {}},
+        "package_hash": package_hash(external.name, external.version),
         "annotations": {"original_specfile_version": 5},
-        "hash": dag_hash(f"compiler|{name}@{version}|{platform}|{os_name}|{family}"),
+        "hash": external.hash,
     }
+    executables = compiler_executables(external.name)
+    if executables:
+        compilers = dict(zip(("c", "cxx", "fortran"), (f"/usr/bin/{e}" for e in executables if e), strict=False))
+        node["parameters"]["languages"] = ["c", "c++", "fortran"][: len(compilers)]
+        node["external"]["extra_attributes"]["compilers"] = compilers
+    return node
 
 
-# --- dependencies ------------------------------------------------------------------------------------------------
-
-
-def choose_dependencies(binaries):
-    """{hash: [(dependency, deptypes, virtuals)]} for the binaries of one tag.
-
-    A binary depends only on binaries of earlier packages (so there is no cycle) whose stacks include
-    all of its own. A hash that other tags list too (a release build taken over by the next point
-    release) must have the same dependencies there: it picks them, with a generator seeded by its hash,
-    only among binaries that every one of those tags lists with the same stacks. Grouped by (stacks,
-    presence), those candidates come in the same order in each such tag, so the picks agree.
-    """
-    groups = defaultdict(list)
-    for binary in binaries:
-        groups[(frozenset(binary.spec["stacks"]), binary.presence)].append(binary)
-    keys = sorted(groups, key=lambda key: (sorted(key[0]), sorted(key[1] or ())))
-    for key in keys:
-        groups[key].sort(key=lambda b: (b.package_order, b.spec["hash"]))
-    orders = {key: [b.package_order for b in groups[key]] for key in keys}
-    eligible_groups = {}
-    chosen = {}
-    for binary in binaries:
-        if binary.presence is None:
-            chosen[binary.spec["hash"]] = []
-            continue
-        shared = binary.presence if len(binary.presence) > 1 else None
-        wanted = (frozenset(binary.spec["stacks"]), shared)
-        if wanted not in eligible_groups:
-            eligible_groups[wanted] = [
-                key
-                for key in keys
-                if key[0] >= wanted[0] and (shared is None or (key[1] is not None and key[1] >= shared))
-            ]
-        chosen[binary.spec["hash"]] = pick_dependencies(binary, eligible_groups[wanted], groups, orders)
-    return chosen
-
-
-def pick_dependencies(binary, eligible, groups, orders):
-    rng = Random(f"{SEED}|dependencies|{binary.spec['hash']}")
-    wanted = rng.choices(DEPENDENCY_COUNTS, cum_weights=DEPENDENCY_COUNT_CUMULATIVE)[0]
-    sizes = [bisect_left(orders[key], binary.package_order) for key in eligible]
-    total = sum(sizes)
-    edges, packages = [], set()
-    for _ in range(3 * wanted if total else 0):
-        if len(edges) == wanted:
-            break
-        position = rng.randrange(total)
-        for key, size in zip(eligible, sizes, strict=True):
-            if position < size:
-                dependency = groups[key][position]
-                break
-            position -= size
-        deptypes = rng.choices(DEPTYPES, cum_weights=DEPTYPE_CUMULATIVE)[0]
-        virtuals = rng.choice(VIRTUALS) if rng.random() < VIRTUAL_SHARE else ()
-        if dependency.package not in packages:
-            packages.add(dependency.package)
-            edges.append((dependency, deptypes, virtuals))
-    return edges
+def compiler_executables(name):
+    """(c, c++, fortran) executables of a compiler package (None where it has none); () for a non-compiler."""
+    if name in COMPILER_EXECUTABLES:
+        return COMPILER_EXECUTABLES[name]
+    if name == "gcc":
+        return ("gcc", "g++", "gfortran")
+    return ()
 
 
 # --- indexes and mirrors -----------------------------------------------------------------------------------------
@@ -259,61 +222,59 @@ def pick_dependencies(binary, eligible, groups, orders):
 class Record:
     node: bytes  # the spec node as JSON
     dependencies: tuple  # hashes it depends on
-    in_buildcache: bool
+    external: bool
 
 
-def tag_records(binaries, db_version, list_variants):
-    """{hash: Record} of every binary of the tag, and of every compiler its binaries name (DB 8)."""
-    dependencies = choose_dependencies(binaries)
-    records = {}
-    for binary in binaries:
-        edges = [
-            {
-                "name": dependency.package,
-                "hash": dependency.spec["hash"],
-                "parameters": {"deptypes": list(deptypes), "virtuals": list(virtuals)},
-            }
-            for dependency, deptypes, virtuals in dependencies[binary.spec["hash"]]
-        ]
-        compiler = parse_compiler(binary.spec["compiler"])
-        if db_version >= 8 and compiler:
-            spec = binary.spec
-            name, compiler_hash, node = compiler_record(*compiler, spec["platform"], spec["os"], spec["target"])
-            records.setdefault(compiler_hash, Record(node, (), False))
-            edges.append(
-                {
-                    "name": name,
-                    "hash": compiler_hash,
-                    "parameters": {"deptypes": ["build"], "virtuals": COMPILER_VIRTUALS},
-                }
-            )
-        node = binary_node(binary, db_version, list_variants, edges)
-        records[binary.spec["hash"]] = Record(orjson.dumps(node), tuple(edge["hash"] for edge in edges), True)
+def tag_records(binaries, db_version, list_variants, dependencies_of):
+    """{hash: Record} of the tag's binaries and of everything they depend on, transitively.
+
+    dependencies_of(spec) gives a Spec's edges, (Spec or External, deptypes, virtuals).
+    """
+    records, pending = {}, [spec for spec, _ in binaries]
+    while pending:
+        spec = pending.pop()
+        if spec.hash in records:
+            continue
+        if isinstance(spec, External):
+            records[spec.hash] = Record(orjson.dumps(external_node(spec)), (), True)
+            continue
+        edges = dependencies_of(spec)
+        node = spec_node(spec, db_version, list_variants, edges)
+        records[spec.hash] = Record(orjson.dumps(node), tuple(d.hash for d, _, _ in edges), False)
+        pending.extend(d for d, _, _ in edges if d.hash not in records)
     return records
 
 
 def index_document(db_version, binary_hashes, records):
-    """The index of a mirror holding these binaries: their records and those of what they depend on."""
-    listed = dict.fromkeys(binary_hashes)
-    for spec_hash in binary_hashes:
-        listed.update(dict.fromkeys(records[spec_hash].dependencies))
+    """The index of a mirror holding these binaries: their records and those of all they depend on, the
+    others with in_buildcache false."""
+    binaries = set(binary_hashes)
+    listed, pending = dict.fromkeys(binary_hashes), list(binary_hashes)
+    while pending:
+        for dependency in records[pending.pop()].dependencies:
+            if dependency not in listed:
+                listed[dependency] = None
+                pending.append(dependency)
     references = Counter(dependency for spec_hash in listed for dependency in records[spec_hash].dependencies)
-    externals = sorted(h for h in listed if not records[h].in_buildcache)
+    externals = sorted(h for h in listed if records[h].external)
     entries = [
         b'"%s":{"spec":%s,"ref_count":%d,"in_buildcache":%s}'
-        % (h.encode(), records[h].node, references[h], b"true" if records[h].in_buildcache else b"false")
-        for h in externals + [h for h in listed if records[h].in_buildcache]
+        % (h.encode(), records[h].node, references[h], b"true" if h in binaries else b"false")
+        for h in externals + [h for h in listed if not records[h].external]
     ]
     return b'{"database":{"version":"%d","installs":{' % db_version + b",".join(entries) + b"}}}"
 
 
-def write_tag_mirrors(mirror, tag, stacks, db_version, layout, binaries, list_variants):
-    """Write the root mirror (at `mirror`) and one per stack of `stacks` under it; returns the bytes written."""
-    records = tag_records(binaries, db_version, list_variants)
+def write_tag_mirrors(mirror, tag, stacks, db_version, layout, binaries, list_variants, dependencies_of):
+    """Write the root mirror (at `mirror`) and one per stack of `stacks` under it; returns the bytes written.
+
+    binaries: [(Spec, its stacks in this tag)].
+    """
+    records = tag_records(binaries, db_version, list_variants, dependencies_of)
     members = {label: [] for label in stacks}
-    for binary in binaries:
-        for label in binary.spec["stacks"]:
-            members[label].append(binary.spec["hash"])
+    for spec, spec_stacks in binaries:
+        for label in spec_stacks:
+            members[label].append(spec.hash)
     written = 0
     for label in stacks:
         document = index_document(db_version, members[label], records)

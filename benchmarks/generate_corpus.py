@@ -3,11 +3,16 @@
 Writes OUT/_cache/<tag>/<package>/specs.md and OUT/_data/tags.yaml in the form the real site uses and,
 unless --no-indexes, each tag's mirrors with their indexes under OUT/mirrors/<tag>/ and
 OUT/cache_spack_io_index.json, as build_cache_indexes.py describes. Every page is a pure function of its
-tag and package name, and every index record of its hash, so a tag generated alone with --only-tag is
-consistent with a corpus generated earlier with the same package count.
+shape, tag and package name, and every index record of its hash, so a tag generated alone with --only-tag
+is consistent with a corpus generated earlier in the same shape.
 
-    python benchmarks/generate_corpus.py OUT --size small|full|history [--tags N] [--packages M]
-                                         [--only-tag TAG] [--no-indexes]
+    python benchmarks/generate_corpus.py OUT --size small|full|history [--shape usual|spread] [--tags N]
+                                         [--packages M] [--only-tag TAG] [--no-indexes]
+
+Shapes: `usual` builds each configuration in one CI group's environment and lists it in one to three of
+that group's stacks; `spread` builds each configuration in one of some 700 os x target x compiler
+combinations and lists each binary in a random subset of its tag's stacks, so that a tag's binaries spread
+over many distinct (os, target, compiler, stacks) combinations.
 """
 
 import argparse
@@ -18,13 +23,22 @@ import math
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
-from functools import cache
+from functools import cache, lru_cache
+from itertools import accumulate
 from pathlib import Path
 from random import Random
 
-from build_cache_indexes import Binary, write_cache_index, write_tag_mirrors
+from build_cache_indexes import (
+    External,
+    Spec,
+    compiler_executables,
+    parse_compiler,
+    target_family,
+    write_cache_index,
+    write_tag_mirrors,
+)
 
 SEED = "spack-cache-db-benchmark-1"
 
@@ -306,7 +320,6 @@ class Package:
     patches: Variant | None  # patches applied to some of its builds
     configs: list  # Config by index, drawn on first use
     variant_lists: dict  # (config index, spelling_2025, commit) -> variant list
-    in_tags: dict = field(default_factory=dict)  # release name -> (distinct configs, builds, version index)
 
 
 @dataclass(frozen=True)
@@ -344,11 +357,6 @@ def tag_from_name(name):
         raise ValueError(f"{name}: release dates are known for {', '.join(RELEASE_DATES)} only")
     written = RELEASE_DATES[name]
     return Tag(name, release, written, RELEASE_DATES[series_start], style_on(written))
-
-
-def series_releases(tag):
-    """The releases of tag's series (v0.23.0 and v0.23.1) whose dates are known, tag included."""
-    return [tag_from_name(name) for name in RELEASE_DATES if tag_from_name(name).release[:2] == tag.release[:2]]
 
 
 def index_format(tag):
@@ -665,32 +673,14 @@ def release_epoch(package_name, index, release):
     return f"v{major}.{minor}.{patch}"
 
 
-def tag_binaries(package, order, tag):
-    """The specs of package's page in tag, in the page's order, each with what its index record needs."""
-    rng = page_rng(package, tag)
-    count, distinct = page_size(package, tag, rng)
-    builds = builds_in_tag(package, tag)
-    version_index = current_version_index(package, tag)
-    binaries = []
-    for i in range(count):
-        index, rebuild = i % distinct, i // distinct
-        build, version, target, variants, spec_hash = build_identity(
-            package, index, rebuild, tag, builds, version_index
-        )
-        stacks = spec_stacks(build.stacks, config_of(package, index), tag.style, rng)
-        spec = spec_dict(package.name, tag, build, version, target, variants, stacks, spec_hash)
-        binaries.append(Binary(package.name, order, spec, presence(package, index, rebuild, tag, spec_hash)))
-    return order_binaries(binaries, tag.style)
-
-
 def page_rng(package, tag):
     return Random(f"{SEED}|page|{tag.name}|{package.name}")
 
 
-def build_identity(package, index, rebuild, tag, builds, version_index):
-    """(build, version, target, variants, hash) of the package's configuration `index` in tag."""
+def build_identity(shape, package, index, rebuild, tag, builds, version_index):
+    """(build, version, target, variants, hash, epoch) of the package's configuration `index` in tag."""
     config = config_of(package, index)
-    build = builds[config.group_index]
+    build = shape.build(package, index, config, tag, builds)
     if config.on_branch:
         version = package.branch
         commit = hashlib.blake2b(f"{package.name}|{version_index}".encode(), digest_size=20).hexdigest()
@@ -699,75 +689,341 @@ def build_identity(package, index, rebuild, tag, builds, version_index):
         commit = None
     target = build.env.targets[int(config.target_pick * len(build.env.targets))]
     variants = variant_list(package, index, config, tag.style.spelling_2025, commit)
+    epoch = build_epoch(package, index, config, rebuild, tag)
     spec_hash = spack_hash(
         f"{SEED}|{package.name}|{index}|{version}|{build.compiler}|{build.env.platform}|{build.env.os}|{target}"
-        f"|{','.join(variants)}|{build_epoch(package, index, config, rebuild, tag)}|{rebuild}"
+        f"|{','.join(variants)}|{epoch}|{rebuild}"
     )
-    return build, version, target, variants, spec_hash
+    return build, version, target, variants, spec_hash, epoch
 
 
-def presence(package, index, rebuild, tag, spec_hash):
-    """The tags that list this same hash (see Binary.presence): a release's build may be taken over by the
-    other point releases of its series; a snapshot's stable build by the other snapshots of its quarter."""
-    if tag.release:
-        return frozenset(
-            other.name for other in series_releases(tag) if other == tag or lists_hash(package, index, other, spec_hash)
-        )
-    if config_of(package, index).stable and rebuild == 0:
-        return None
-    return frozenset((tag.name,))
-
-
-def lists_hash(package, index, release, spec_hash):
-    """Whether the package's page in this release lists its configuration `index` under this hash."""
-    facts = package.in_tags.get(release.name)
-    if facts is None:
-        distinct = page_size(package, release, page_rng(package, release))[1]
-        facts = (distinct, builds_in_tag(package, release), current_version_index(package, release))
-        package.in_tags[release.name] = facts
-    distinct, builds, version_index = facts
-    # A release's pages have no rebuilds: each configuration appears once, as rebuild 0.
-    return index < distinct and build_identity(package, index, 0, release, builds, version_index)[-1] == spec_hash
-
-
-def spec_stacks(stacks, config, style, rng):
+def group_stacks(stacks, config):
+    """The stacks of its group a usual-shape configuration is listed in."""
     # Squaring favours the first stack of a group (e4s over tutorial), as in the real pages.
     first = int(config.stack_pick**2 * len(stacks))
-    chosen = [stacks[(first + k) % len(stacks)] for k in range(min(1 + config.extra_stacks, len(stacks)))]
-    chosen.append("root")
+    return [stacks[(first + k) % len(stacks)] for k in range(min(1 + config.extra_stacks, len(stacks)))]
+
+
+def spec_stacks(chosen, style, rng):
+    chosen = [*chosen, "root"]
     if style.sorted_keys:
         return sorted(chosen)
     rng.shuffle(chosen)  # the old writer listed a set
     return chosen
 
 
-def spec_dict(package_name, tag, build, version, target, variants, stacks, spec_hash):
+def spec_dict(package_name, tag, build, spec, stacks):
     env = build.env
-    spec = {
-        "hash": spec_hash,
-        "compiler": build.compiler,
-        "versions": [version],
-        "os": env.os,
-        "platform": env.platform,
-        "target": target,
-        "variants": variants,
+    page_spec = {
+        "hash": spec.hash,
+        "compiler": spec.compiler,
+        "versions": [spec.version],
+        "os": spec.os,
+        "platform": spec.platform,
+        "target": spec.target,
+        "variants": list(spec.variants),
         "stacks": stacks,
         "size": "-",
     }
     if tag.style.tarball:
-        arch = f"{env.platform}-{env.os}-{target}"
-        spec["tarball"] = (
-            f"https://binaries.spack.io/{tag.name}/build_cache/{arch}/{build.compiler_folder}/{package_name}-{version}/"
-            f"{arch}-{build.compiler_folder}-{package_name}-{version}-{spec_hash}.spack"
+        arch = f"{env.platform}-{env.os}-{spec.target}"
+        folder, version = build.compiler_folder, spec.version
+        page_spec["tarball"] = (
+            f"https://binaries.spack.io/{tag.name}/build_cache/{arch}/{folder}/{package_name}-{version}/"
+            f"{arch}-{folder}-{package_name}-{version}-{spec.hash}.spack"
         )
-    return spec
+    return page_spec
 
 
 def order_binaries(binaries, style):
+    """(page spec, Spec) pairs in the page's order."""
     if style.tarball:
         # Pages that carry tarballs list specs by build-cache folder; within a folder, in no particular order.
-        return sorted(binaries, key=lambda binary: binary.spec["tarball"].rsplit("/", 1)[0])
-    return sorted(binaries, key=lambda binary: binary.spec["hash"])
+        return sorted(binaries, key=lambda binary: binary[0]["tarball"].rsplit("/", 1)[0])
+    return sorted(binaries, key=lambda binary: binary[0]["hash"])
+
+
+# --- shapes -----------------------------------------------------------------------------------------------------
+
+
+class UsualShape:
+    """A configuration builds in its CI group's environment and is listed in one to three of its stacks."""
+
+    name = "usual"
+
+    def build(self, package, index, config, tag, builds):
+        return builds[config.group_index]
+
+    def stacks(self, build, config, rng):
+        return group_stacks(build.stacks, config)
+
+    def dependency_stacks(self, build, config):
+        """The stacks a build's dependencies are preferably listed in too: its own (None: no preference)."""
+        return frozenset(group_stacks(build.stacks, config))
+
+
+# The spread shape's environments: every os of a platform with every target it runs, every compiler of
+# the target's family; each configuration draws one, the first ones most often.
+SPREAD_OSS = {"linux": ("ubuntu22.04", "ubuntu24.04", "rhel8", "rocky9", "ubuntu20.04", "amzn2", "sle_hpc15"),
+              "darwin": ("sequoia", "sonoma", "ventura")}  # fmt: skip
+SPREAD_TARGETS = {
+    "linux": ("x86_64_v3", "zen4", "x86_64_v4", "neoverse_v2", "skylake_avx512", "zen3", "icelake",
+              "sapphirerapids", "x86_64_v2", "neoverse_v1", "aarch64", "neoverse_n1", "power9le"),
+    "darwin": ("m1", "m2", "aarch64"),
+}  # fmt: skip
+SPREAD_COMPILERS = {
+    "x86_64": (("gcc", "13.2.0"), ("gcc", "11.4.0"), ("oneapi", "2025.1.0"), ("gcc", "12.3.0"), ("gcc", "14.2.0"),
+               ("oneapi", "2024.2.1"), ("cce", "18.0.0"), ("nvhpc", "24.5"), ("gcc", "9.4.0")),
+    "aarch64": (("gcc", "13.2.0"), ("gcc", "11.4.0"), ("gcc", "12.3.0"), ("nvhpc", "24.5"), ("gcc", "14.2.0")),
+    "ppc64le": (("gcc", "11.4.0"), ("gcc", "9.4.0"), ("gcc", "13.2.0")),
+    "darwin": (("apple-clang", "16.0.0"), ("apple-clang", "15.0.0")),
+}  # fmt: skip
+SPREAD_ENV_SKEW = 1.2  # the n-th most used environment is drawn 1 / n**SKEW as often as the first
+SPREAD_STACK_COUNTS = ((1, 2, 3, 4, 6), (60, 22, 10, 5, 3))  # stacks a binary is listed in (besides root)
+SPREAD_STACK_SKEW = 1.2
+
+
+def spread_environments():
+    """Every (platform, os, target, compiler) the spread shape builds in, most used first."""
+    envs = []
+    for platform, oss in SPREAD_OSS.items():
+        for target in SPREAD_TARGETS[platform]:
+            compilers = SPREAD_COMPILERS["darwin" if platform == "darwin" else target_family(target)]
+            for compiler, version in compilers:
+                envs += [Env(platform, os_name, (target,), compiler, version) for os_name in oss]
+    # Interleave so that the most used ones mix oss, targets and compilers, not one os's targets first.
+    return tuple(sorted(envs, key=lambda env: unit_interval(f"{SEED}|spread|{env}") ** 0.5 * rank_of(env)))
+
+
+def rank_of(env):
+    """How far down its lists an environment is: the first os, target and compiler rank highest."""
+    platform_key = "darwin" if env.platform == "darwin" else target_family(env.targets[0])
+    compilers = [name for name, _ in SPREAD_COMPILERS[platform_key]]
+    return (
+        1
+        + SPREAD_OSS[env.platform].index(env.os)
+        + SPREAD_TARGETS[env.platform].index(env.targets[0])
+        + compilers.index(env.compiler)
+        + (10 if env.platform == "darwin" else 0)
+    )
+
+
+SPREAD_ENVS = spread_environments()
+SPREAD_ENV_WEIGHTS = tuple(accumulate(1 / (n + 1) ** SPREAD_ENV_SKEW for n in range(len(SPREAD_ENVS))))
+
+
+class SpreadShape:
+    """A configuration builds in one of SPREAD_ENVS; each binary is listed in a random subset of its tag's
+    stacks, so that every stack has binaries of many os x target x compiler combinations."""
+
+    name = "spread"
+
+    def build(self, package, index, config, tag, builds):
+        env = spread_env(package.name, index)
+        stacks = tuple(stack for stack in stacks_of_tag(tag) if stack != "root")
+        compiler = compiler_as_written(env, tag.style, package.pure_python)
+        return Build(env, compiler, f"{env.compiler}-{env.compiler_version}", stacks)
+
+    def stacks(self, build, config, rng):
+        count = rng.choices(*SPREAD_STACK_COUNTS)[0]
+        weights = [1 / (n + 1) ** SPREAD_STACK_SKEW for n in range(len(build.stacks))]
+        chosen = []
+        while len(chosen) < min(count, len(build.stacks)):
+            stack = rng.choices(build.stacks, weights)[0]
+            if stack not in chosen:
+                chosen.append(stack)
+        return chosen
+
+    def dependency_stacks(self, build, config):
+        return None  # a binary's stacks are drawn per page: no stack set to keep dependencies in
+
+
+@cache
+def spread_env(package_name, index):
+    rng = Random(f"{SEED}|spread|{package_name}|{index}")
+    return rng.choices(SPREAD_ENVS, cum_weights=SPREAD_ENV_WEIGHTS)[0]
+
+
+SHAPES = {shape.name: shape for shape in (UsualShape(), SpreadShape())}
+
+
+# --- dependencies ------------------------------------------------------------------------------------------------
+
+# Packages are layered: the first FOUNDATION ones one per level (each may build on any before it), the
+# others in levels that double in width. A package depends only on packages of lower levels, so there
+# is no cycle and chains run about FOUNDATION + 5 deep. A few of the first packages have roles that
+# make them depended on by most binaries, as gcc-runtime, zlib, cmake, an MPI and pkgconf are.
+FOUNDATION = 16
+LEVEL_WIDTH = 40  # packages of the first level above the foundation
+RUNTIME, COMPRESSION, BUILD_TOOL, MPI_PROVIDER, PKG_CONFIG = range(5)  # package orders
+COMPRESSION_SHARE = 0.5
+MPI_SHARE = 0.1  # builds without +mpi that still depend on an MPI
+PKG_CONFIG_SHARE = 0.7  # of autotools and meson builds
+PERL = ("perl", "5.38.2")  # an external that autotools and perl builds use to build
+FORTRAN_SHARE = 0.4  # builds whose compiler edge also provides fortran
+RANDOM_DEPENDENCIES = ((0, 1, 2, 3, 4, 5), tuple(accumulate((10, 20, 25, 20, 15, 10))))
+DEPTYPES = (("build", "link"), ("link",), ("build", "link", "run"), ("build",), ("run",), ("build", "run"))
+DEPTYPE_CUMULATIVE = tuple(accumulate((45, 15, 15, 12, 8, 5)))
+VIRTUALS = (("blas", "lapack"), ("yacc",), ("tbb",), ("uuid",))
+VIRTUAL_SHARE = 0.1
+CONTEXTS_KEPT = 16  # tags whose per-package facts are kept at once (a tag and the tags it builds on)
+BUILDS_KEPT = 200_000
+QUARTER = re.compile(r"(\d{4})Q([1-4])")
+RELEASE_NAMES = {tag_from_name(name).release: name for name in RELEASE_DATES}
+
+
+def level(order):
+    if order < FOUNDATION:
+        return order
+    found = FOUNDATION
+    while level_start(found + 1) <= order:
+        found += 1
+    return found
+
+
+def level_start(number):
+    if number <= FOUNDATION:
+        return number
+    return FOUNDATION + LEVEL_WIDTH * (2 ** (number - FOUNDATION) - 1)
+
+
+def origin_of(epoch, style):
+    """The tag a build of this epoch was made in, whose builds it depends on: its own tag, the release it
+    was built for, or for a build kept through a quarter, that quarter's first snapshot in its spelling."""
+    if release := RELEASE.fullmatch(epoch):  # release_epoch writes v2025.7.0 for v2025.07.0
+        return RELEASE_NAMES[tuple(int(part) for part in release.groups())]
+    match = QUARTER.fullmatch(epoch)
+    if not match:
+        return epoch
+    start = date(int(match[1]), 3 * int(match[2]) - 2, 1)
+    if style.spelling_2025:
+        start = max(start, SPELLING_2025_SINCE)
+    return f"develop-{start + timedelta(days=(LAST_SNAPSHOT.weekday() - start.weekday()) % 7)}"
+
+
+class Corpus:
+    """The packages of a corpus in one shape: their pages in any tag, and the dependencies of any build.
+
+    A build's dependencies are a function of its hash (its identity): they are the builds, in the tag it
+    was made in (origin_of), of packages of lower levels, in its own environment and stacks where the
+    package has such a build. So a hash has the same dependencies in every tag and index that has it; a
+    dependency that is not a binary of a mirror is in its index all the same, not in its build cache.
+    """
+
+    def __init__(self, package_count, shape):
+        self.shape = SHAPES[shape]
+        self.packages = [make_package(name) for name in package_names(package_count)]
+        self.facts = lru_cache(maxsize=CONTEXTS_KEPT * package_count)(self._facts)
+        self.candidates = lru_cache(maxsize=CONTEXTS_KEPT * package_count)(self._candidates)
+        self.built = lru_cache(maxsize=BUILDS_KEPT)(self._built)
+
+    def _facts(self, order, tag_name):
+        """(distinct configurations, builds, version index) of a package in a tag."""
+        package, tag = self.packages[order], tag_from_name(tag_name)
+        distinct = page_size(package, tag, page_rng(package, tag))[1]
+        return distinct, builds_in_tag(package, tag), current_version_index(package, tag)
+
+    def make(self, order, index, rebuild, tag):
+        """(Build, Spec) of a package's configuration `index` in tag."""
+        package = self.packages[order]
+        _, builds, version_index = self.facts(order, tag.name)
+        build, version, target, variants, spec_hash, epoch = build_identity(
+            self.shape, package, index, rebuild, tag, builds, version_index
+        )
+        env = build.env
+        origin = (order, index, origin_of(epoch, tag.style))
+        spec = Spec(
+            package.name, spec_hash, version, env.platform, env.os, target, build.compiler, tuple(variants), origin
+        )
+        return build, spec
+
+    def page(self, order, tag):
+        """[(page spec, Spec)] of a package's page in tag, in the page's order."""
+        package = self.packages[order]
+        rng = page_rng(package, tag)
+        count, distinct = page_size(package, tag, rng)
+        binaries = []
+        for i in range(count):
+            index, rebuild = i % distinct, i // distinct
+            build, spec = self.make(order, index, rebuild, tag)
+            stacks = spec_stacks(self.shape.stacks(build, config_of(package, index), rng), tag.style, rng)
+            binaries.append((spec_dict(package.name, tag, build, spec, stacks), spec))
+        return order_binaries(binaries, tag.style)
+
+    def _built(self, order, index, tag_name):
+        return self.make(order, index, 0, tag_from_name(tag_name))[1]
+
+    def _candidates(self, order, tag_name):
+        """A package's builds in a tag to depend on, as ({environment: [(index, stacks)]}, [(index, stacks)])."""
+        package, tag = self.packages[order], tag_from_name(tag_name)
+        distinct, builds, _ = self.facts(order, tag_name)
+        by_env, every = {}, []
+        for index in range(distinct):
+            config = config_of(package, index)
+            build = self.shape.build(package, index, config, tag, builds)
+            target = build.env.targets[int(config.target_pick * len(build.env.targets))]
+            key = (build.env.platform, build.env.os, target, build.compiler)
+            every.append((index, self.shape.dependency_stacks(build, config)))
+            by_env.setdefault(key, []).append(every[-1])
+        return by_env, every
+
+    def dependency(self, order, tag_name, spec, stacks, rng):
+        """A build of package `order` in the tag for spec to depend on: one in spec's environment if there is
+        one (else any), and of those one that shares the most of spec's stacks."""
+        by_env, every = self.candidates(order, tag_name)
+        candidates = by_env.get((spec.platform, spec.os, spec.target, spec.compiler)) or every
+        if stacks is not None:
+            most = max(len(its & stacks) for _, its in candidates)
+            candidates = [(index, its) for index, its in candidates if len(its & stacks) == most]
+        return self.built(order, rng.choice(candidates)[0], tag_name)
+
+    def dependencies(self, spec):
+        """[(Spec or External, deptypes, virtuals)] of a build."""
+        order, index, tag_name = spec.origin
+        package, tag = self.packages[order], tag_from_name(tag_name)
+        rng = Random(f"{SEED}|dependencies|{spec.hash}")
+        _, builds, _ = self.facts(order, tag_name)
+        config = config_of(package, index)
+        stacks = self.shape.dependency_stacks(self.shape.build(package, index, config, tag, builds), config)
+        chosen = {}
+
+        def depend(on, deptypes, virtuals=()):
+            if on < order and on not in chosen:
+                chosen[on] = (self.dependency(on, tag_name, spec, stacks, rng), deptypes, virtuals)
+
+        build_system = next((v.split("=", 1)[1] for v in spec.variants if v.startswith("build_system=")), "")
+        if not package.pure_python:
+            depend(RUNTIME, ("link",))
+        if rng.random() < COMPRESSION_SHARE:
+            depend(COMPRESSION, ("build", "link"), ("zlib-api",) if rng.random() < 0.5 else ())
+        if build_system == "cmake":
+            depend(BUILD_TOOL, ("build",))
+        if "+mpi" in spec.variants or rng.random() < MPI_SHARE:
+            depend(MPI_PROVIDER, ("build", "link"), ("mpi",))
+        if build_system in ("autotools", "meson") and rng.random() < PKG_CONFIG_SHARE:
+            depend(PKG_CONFIG, ("build",), ("pkgconfig",))
+        own_level = level(order)
+        for _ in range(rng.choices(RANDOM_DEPENDENCIES[0], cum_weights=RANDOM_DEPENDENCIES[1])[0] if own_level else 0):
+            on_level = own_level - 1 if rng.random() < 0.5 else rng.randrange(own_level)
+            on = rng.randrange(level_start(on_level), level_start(on_level + 1))
+            virtuals = rng.choice(VIRTUALS) if rng.random() < VIRTUAL_SHARE else ()
+            depend(on, rng.choices(DEPTYPES, cum_weights=DEPTYPE_CUMULATIVE)[0], virtuals)
+        return list(chosen.values()) + self.external_dependencies(spec, package, build_system, tag, rng)
+
+    def external_dependencies(self, spec, package, build_system, tag, rng):
+        """perl for autotools and perl builds; in DB 8, the compiler (a build edge providing c, cxx and
+        perhaps fortran)."""
+        family = target_family(spec.target)
+        edges = []
+        if build_system in ("autotools", "perl"):
+            deptypes = ("build", "run") if build_system == "perl" else ("build",)
+            edges.append((External(*PERL, spec.platform, spec.os, family), deptypes, ()))
+        compiler = parse_compiler(spec.compiler)
+        if index_format(tag)[0] >= 8 and compiler:
+            fortran = compiler_executables(compiler[0])[-1] is not None and rng.random() < FORTRAN_SHARE
+            virtuals = ("c", "cxx", "fortran") if fortran else ("c", "cxx")
+            edges.append((External(*compiler, spec.platform, spec.os, family), ("build",), virtuals))
+        return edges
 
 
 def derive_meta(specs):
@@ -810,8 +1066,9 @@ class Written:
     index_bytes: int = 0
 
 
-def write_corpus(out, tags, package_count, indexes=True):
-    """Write every page of `tags` for the first `package_count` packages, and their indexes unless told not to.
+def write_corpus(out, tags, package_count, shape="usual", indexes=True):
+    """Write every page of `tags` for the first `package_count` packages in a shape, and their indexes unless
+    told not to.
 
     One tag at a time, since a tag's indexes need all its binaries; the packages, whose configurations
     every tag shares, are made once.
@@ -820,13 +1077,13 @@ def write_corpus(out, tags, package_count, indexes=True):
         for folder in (out / "_cache" / tag.name, out / "mirrors" / tag.name):
             if folder.exists():
                 raise SystemExit(f"{folder} exists: generate into a fresh folder")
-    packages = [make_package(name) for name in package_names(package_count)]
+    corpus = Corpus(package_count, shape)
     written = Written()
     for tag in tags:
         binaries = []
-        for order, package in enumerate(packages):
-            page = tag_binaries(package, order, tag)
-            data = render_page(package.name, tag, [binary.spec for binary in page]).encode()
+        for order, package in enumerate(corpus.packages):
+            page = corpus.page(order, tag)
+            data = render_page(package.name, tag, [page_spec for page_spec, _ in page]).encode()
             folder = out / "_cache" / tag.name / package.name
             folder.mkdir(parents=True)
             (folder / "specs.md").write_bytes(data)
@@ -834,12 +1091,12 @@ def write_corpus(out, tags, package_count, indexes=True):
                 written.pages + 1, written.spec_rows + len(page), written.page_bytes + len(data)
             )  # fmt: skip
             if indexes:
-                binaries += page
+                binaries += [(spec, page_spec["stacks"]) for page_spec, spec in page]
         if indexes:
             db_version, layout = index_format(tag)
             mirror = out / "mirrors" / tag.name
             written.index_bytes += write_tag_mirrors(
-                mirror, tag.name, stacks_of_tag(tag), db_version, layout, binaries, LIST_VARIANTS
+                mirror, tag.name, stacks_of_tag(tag), db_version, layout, binaries, LIST_VARIANTS, corpus.dependencies
             )
     write_tags_yaml(out)
     if indexes:
@@ -866,6 +1123,11 @@ def parse_args(argv):
         "--size", choices=SIZES, default="small",
         help="small: CI smoke test (3 tags x 20 packages); full: 20 x 900; history: 100 x 900, the archive's size",
     )  # fmt: skip
+    parser.add_argument(
+        "--shape", choices=SHAPES, default="usual",
+        help="usual: each configuration in its CI group's environment and stacks (the shape of earlier reports); "
+        "spread: many os x target x compiler combinations, each binary in a random subset of its tag's stacks",
+    )  # fmt: skip
     parser.add_argument("--tags", type=int, help=f"use the first N of the {len(TAGS)} built-in tags")
     parser.add_argument(
         "--packages", type=int, help="use the first M packages (more than the size's make a busier tag)"
@@ -887,10 +1149,10 @@ def main(argv=None):
     except ValueError as error:
         raise SystemExit(str(error)) from error
     started = time.perf_counter()
-    written = write_corpus(args.out, tags, args.packages or package_count, indexes=not args.no_indexes)
+    written = write_corpus(args.out, tags, args.packages or package_count, args.shape, indexes=not args.no_indexes)
     elapsed = time.perf_counter() - started
     print(
-        f"{len(tags)} tags, {written.pages} pages, {written.spec_rows} spec rows, {written.page_bytes} page bytes, "
+        f"{args.shape} shape: {len(tags)} tags, {written.pages} pages, {written.spec_rows} spec rows, {written.page_bytes} page bytes, "
         f"{written.index_bytes} index bytes in {elapsed:.1f} s -> {args.out}"
     )
 

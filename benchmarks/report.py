@@ -1,0 +1,470 @@
+"""The targets of issue 19, evaluated on a run's results, and the Markdown report of the run.
+
+Every target is evaluated on each database it applies to: the pages of each shape and the history built
+from its indexes. A served page meets its target only when every answer was 200 within the limit (and a
+table page showed its row count); a page that timed out or showed no count misses it.
+"""
+
+import urllib.parse
+
+from inspect_db import TREE_CANDIDATES
+from serve import TIMED_OUT, answered_in_time
+
+MAX_BUILD_RATIO = 2.0  # full build / its lower bound with orjson, wall
+MAX_PEAK_RSS_MIB = 1024  # builder and writer together
+MAX_BYTES_PER_BINARY = 160  # cache.db bytes / binaries, from pages
+MAX_BYTES_PER_EDGE = 30  # bytes of the edge tables and their indexes / edges
+MAX_UNCHANGED_FRACTION = 0.05  # unchanged rebuild / full build
+MAX_ADD_TAG_RATIO = 1.5  # (adding one tag - a plain copy of the database) / that tag alone
+MAX_BINARIES_PAGE_P95_MS = 500  # /cache/binaries, with its row count
+MAX_TABLE_PAGE_P95_MS = 1000  # each facet click and search, the dependencies view filtered: with row counts
+MAX_CANNED_P95_MS = 200  # every canned query as HTML
+MAX_BIG_TAG_PEAK_RSS_MIB = 1024  # building one tag whose root index is about 170 MB
+
+SHAPE_LABELS = {"usual": "pages, usual shape", "spread": "pages, spread shape"}
+INDEXES_LABEL = "indexes"
+
+
+# --- targets ------------------------------------------------------------------------------------------------------
+
+
+def target(corpus, name, value, limit, met):
+    """met: True, False, or None when not measured."""
+    return {"corpus": corpus, "name": name, "value": value, "limit": limit, "met": met if met is None else bool(met)}
+
+
+def shown_url(path):
+    """A URL as a browser's address bar shows it (gcc@13.2.0, not gcc%4013.2.0)."""
+    return urllib.parse.unquote_plus(path)
+
+
+def status_words(timing):
+    """The statuses a page answered, in words: 'timed out' when no answer came, '400 (time limit)' when
+    Datasette stopped its query."""
+    time_limit = "took too long" in timing.get("error", "")
+    words = {TIMED_OUT: "timed out", 400: "400 (time limit)" if time_limit else "400"}
+    return ", ".join(words.get(status, str(status)) for status in timing["statuses"])
+
+
+def page_value(timing):
+    count = "no row count" if timing["row_count"] is None else f"{timing['row_count']:,} rows"
+    status = "" if timing["statuses"] == [200] else f", status {status_words(timing)}"
+    return f"{timing['p95_ms']:.0f} ms, {count}{status}"
+
+
+def table_page_target(corpus, name, timing, limit_ms):
+    met = answered_in_time(timing, limit_ms, with_count=True)
+    return target(corpus, name, page_value(timing), f"<= {limit_ms} ms with its row count", met)
+
+
+def canned_target(corpus, name, timing):
+    status = "" if timing["statuses"] == [200] else f", status {status_words(timing)}"
+    met = answered_in_time(timing, MAX_CANNED_P95_MS, with_count=False)
+    return target(corpus, name, f"{timing['p95_ms']:.0f} ms{status}", f"<= {MAX_CANNED_P95_MS} ms, 200", met)
+
+
+def build_targets(corpus, builds):
+    full = builds["full_build"]
+    builder, bound = full["builder"], full["lower_bound"]
+    unchanged = builds["unchanged_rebuild"]
+    return [
+        target(corpus, "Full build / lower bound (orjson), wall",
+               f"{full['ratio_wall']:.2f}x ({builder['wall_s']:.1f} s / {bound['wall_s']:.1f} s)",
+               f"<= {MAX_BUILD_RATIO}x", full["ratio_wall"] <= MAX_BUILD_RATIO),
+        target(corpus, "Peak RSS of a full build (builder and writer)", f"{builder['peak_rss_mib']:.0f} MiB",
+               f"<= {MAX_PEAK_RSS_MIB} MiB", builder["peak_rss_mib"] <= MAX_PEAK_RSS_MIB),
+        target(corpus, "Unchanged rebuild / full build",
+               f"{unchanged['fraction_of_full']:.1%} ({unchanged['wall_s']:.2f} s)",
+               f"<= {MAX_UNCHANGED_FRACTION:.0%}", unchanged["fraction_of_full"] <= MAX_UNCHANGED_FRACTION),
+        target(corpus, "Unchanged rebuild writes nothing (inode, bytes, mtime, content)",
+               "yes" if unchanged["wrote_nothing"] else "no", "yes", unchanged["wrote_nothing"]),
+    ]  # fmt: skip
+
+
+def serving_targets(corpus, serving):
+    canned = serving["canned_queries"]
+    within = [t for t in canned if answered_in_time(t, MAX_CANNED_P95_MS, with_count=False)]
+    slowest = max(canned, key=lambda timing: timing["p95_ms"])
+    missed = [f"{t['query']} ({t['parameters']})" for t in canned if t not in within]
+    return [
+        table_page_target(corpus, "`/cache/binaries`, p95", serving["binaries_page"], MAX_BINARIES_PAGE_P95_MS),
+        *(
+            table_page_target(
+                corpus, f"Click `{shown_url(click['url']).removeprefix('/cache/binaries')}`, p95", click,
+                MAX_TABLE_PAGE_P95_MS,
+            )
+            for click in serving["facet_clicks"]
+        ),
+        target(
+            corpus, "Canned queries as HTML, p95",
+            f"{len(within)} of {len(canned)} within; slowest {slowest['p95_ms']:.0f} ms ({slowest['query']}, "
+            f"{slowest['parameters']})" + (f"; missed: {', '.join(missed)}" if missed else ""),
+            f"<= {MAX_CANNED_P95_MS} ms each, 200", not missed,
+        ),
+    ]  # fmt: skip
+
+
+def pages_targets(shape, pages):
+    corpus = SHAPE_LABELS[shape]
+    database, added = pages["database"], pages["add_tag"]
+    return [
+        *build_targets(corpus, pages),
+        target(corpus, "Size per binary (cache.db bytes / binaries)", f"{database['bytes_per_binary']:.0f} bytes",
+               f"<= {MAX_BYTES_PER_BINARY} bytes", database["bytes_per_binary"] <= MAX_BYTES_PER_BINARY),
+        target(corpus, "Adding a tag beyond a plain copy / that tag alone",
+               f"{added['ratio_wall']:.2f}x (({added['add_tag']['wall_s']:.1f} s - copy {added['copy_s']:.1f} s) / "
+               f"{added['tag_alone']['wall_s']:.1f} s)",
+               f"<= {MAX_ADD_TAG_RATIO}x", added["ratio_wall"] <= MAX_ADD_TAG_RATIO),
+        target(corpus, "Adding a tag: pages and binaries add up", "yes" if added["counts_add_up"] else "no", "yes",
+               added["counts_add_up"]),
+        *serving_targets(corpus, pages["serving"]),
+    ]  # fmt: skip
+
+
+def indexes_targets(indexes):
+    corpus = INDEXES_LABEL
+    edges, big = indexes["edges"], indexes["big_tag"]
+    per_edge = edges["bytes_per_edge"]
+    found = [
+        *build_targets(corpus, indexes),
+        target(corpus, "Bytes per dependency edge (edge tables and their indexes / edges)",
+               "not measured: no edges or no dbstat" if per_edge is None
+               else f"{per_edge:.1f} bytes ({edges['bytes'] / 1e6:.1f} MB / {edges['edges']:,} edges)",
+               f"<= {MAX_BYTES_PER_EDGE} bytes", None if per_edge is None else per_edge <= MAX_BYTES_PER_EDGE),
+        target(corpus, "Peak RSS building one busy tag from its indexes",
+               f"{big['peak_rss_mib']:.0f} MiB (root index {big['root_index_bytes'] / 1e6:.0f} MB)",
+               f"<= {MAX_BIG_TAG_PEAK_RSS_MIB} MiB", big["peak_rss_mib"] <= MAX_BIG_TAG_PEAK_RSS_MIB),
+    ]  # fmt: skip
+    if indexes["page_binaries"] is not None:
+        found.append(
+            target(corpus, "Binaries from indexes = binaries from pages",
+                   f"{indexes['binaries']:,} / {indexes['page_binaries']:,}", "equal",
+                   indexes["binaries"] == indexes["page_binaries"])
+        )  # fmt: skip
+    serving = indexes["serving"]
+    found += serving_targets(corpus, serving)
+    for question in serving["dependency_questions"]:
+        name = f"`{shown_url(question['url'])}` ({question['subject']}), p95"
+        if question["kind"] == "table":
+            found.append(table_page_target(corpus, name, question, MAX_TABLE_PAGE_P95_MS))
+        else:
+            found.append(canned_target(corpus, name, question))
+    return found
+
+
+def targets(results):
+    found = []
+    for shape, pages in results["pages"].items():
+        found += pages_targets(shape, pages)
+    if "indexes" in results:
+        found += indexes_targets(results["indexes"])
+    return found
+
+
+# --- the report ---------------------------------------------------------------------------------------------------
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def verdict(met):
+    return {True: "met", False: "**missed**", None: "not measured"}[met]
+
+
+def status_text(timing):
+    text = status_words(timing)
+    return text if timing["statuses"] == [200] else f"**{text}**"
+
+
+def run_row(name, summary):
+    runs = ", ".join(f"{run['wall_s']:.2f}" for run in summary["runs"])
+    return [name, f"{summary['wall_s']:.2f} s", f"{summary['cpu_s']:.2f} s", f"{summary['peak_rss_mib']:.0f} MiB", runs]
+
+
+RUN_HEADER = ["", "median wall", "median CPU", "peak RSS (max)", "wall of each run (s)"]
+
+
+def render_targets(results):
+    rows = [[t["corpus"], t["name"], t["value"], t["limit"], verdict(t["met"])] for t in results["targets"]]
+    met = sum(t["met"] is True for t in results["targets"])
+    return [
+        "## Targets",
+        "",
+        f"{met} of {len(results['targets'])} met. Medians of {results['runs']} builds each and of up to "
+        f"{results['requests']} requests per page (p95 by nearest rank).",
+        "",
+        *table(["corpus", "target", "measured", "limit", ""], rows),
+    ]
+
+
+def render_machine(results):
+    m = results["machine"]
+    served = {pages["serving"]["sqlite"] for pages in served_databases(results).values()}
+    datasette = {pages["serving"]["datasette"] for pages in served_databases(results).values()}
+    rows = [
+        ["machine", m["name"]], ["CPU", m["cpu"]], ["cores", m["cores"]], ["RAM", f"{m['ram_gib']:.1f} GiB"],
+        ["OS", m["os"]], ["Python", m["python"]], ["SQLite (builder)", m["sqlite"]],
+        ["SQLite (served)", ", ".join(sorted(served))], ["Datasette", ", ".join(sorted(datasette))],
+        ["load average at start / end", f"{m['load_start']} / {m['load_end']}"],
+        ["code", results["code"]], ["date", results["date"]], ["benchmark took", f"{results['seconds']:.0f} s"],
+    ]  # fmt: skip
+    return ["## Machine", "", *table(["", ""], rows)]
+
+
+def served_databases(results):
+    """{label: results of a database that was built and served}."""
+    found = {SHAPE_LABELS[shape]: pages for shape, pages in results["pages"].items()}
+    if "indexes" in results:
+        found[INDEXES_LABEL] = results["indexes"]
+    return found
+
+
+def render_corpora(results):
+    rows = []
+    for name, c in results["inputs"].items():
+        generated = results["generated_s"].get(name)
+        if "pages" not in c:  # the index listing
+            rows.append([name, c["path"], "", "", "", "", "", "the usual corpus's" if c["own"] else "given"])
+            continue
+        rows.append([
+            name, c["path"], c["tags"], c["pages"], f"{c['bytes'] / 1e6:.1f} MB", c["index_files"],
+            f"{c['index_bytes'] / 1e6:.1f} MB", "given" if generated is None else f"{generated:.0f} s",
+        ])  # fmt: skip
+    header = ["", "path", "tags", "pages", "page bytes", "index files", "index bytes (stored)", "generated in"]
+    return ["## Corpora", "", *table(header, rows)]
+
+
+def render_full_build(builds, runs, lower_bound):
+    full = builds["full_build"]
+    return [
+        "### Full build",
+        "",
+        (
+            f"{runs} runs each, builder and lower bound ({lower_bound}) alternating, one subprocess per run (wall "
+            "time includes Python start-up). Peak RSS is the sum over the subprocess and its children (the "
+            "builder's writer process), sampled every 20 ms."
+        ),
+        "",
+        *table(RUN_HEADER, [run_row("builder", full["builder"]), run_row("lower bound", full["lower_bound"])]),
+        "",
+        f"Builder / lower bound: **{full['ratio_wall']:.2f}x** wall, {full['ratio_cpu']:.2f}x CPU.",
+    ]
+
+
+def render_database(database, heading="### Database size"):
+    counts = ", ".join(f"{key} {value:,}" for key, value in database["counts"].items())
+    binaries = max(database["counts"]["binaries"], 1)
+    return [
+        heading,
+        "",
+        (
+            f"{database['bytes'] / 1e6:.1f} MB for {database['counts']['binaries']:,} binaries: "
+            f"**{database['bytes_per_binary']:.0f} bytes per binary**. Rows: {counts}."
+        ),
+        "",
+        "The largest tables and indexes (SQLite's dbstat):",
+        "",
+        *table(
+            ["", "MB", "bytes per binary"],
+            [[f"`{name}`", f"{size / 1e6:.1f}", f"{size / binaries:.1f}"] for name, size in database["largest"]],
+        ),
+    ]
+
+
+def unchanged_sentence(unchanged):
+    return (
+        f"Unchanged rebuild: **{unchanged['fraction_of_full']:.1%}** of the full build; database file untouched "
+        f"(inode, bytes, mtime, content): {'yes' if unchanged['wrote_nothing'] else '**no**'}."
+    )
+
+
+def render_incremental(pages):
+    unchanged, added = pages["unchanged_rebuild"], pages["add_tag"]
+    copies = ", ".join(f"{seconds:.2f}" for seconds in added["copies_s"])
+    return [
+        "### Incremental builds",
+        "",
+        *table(
+            RUN_HEADER,
+            [
+                run_row("unchanged rebuild", unchanged),
+                run_row(f"add tag {pages['extra_tag']} to a copy", added["add_tag"]),
+                run_row("that tag alone, new file", added["tag_alone"]),
+                ["a plain copy of the database (copyfile, fsync)", f"{added['copy_s']:.2f} s", "", "", copies],
+            ],
+        ),
+        "",
+        unchanged_sentence(unchanged),
+        (
+            f"Adding a tag costs {added['add_tag']['wall_s']:.2f} s, {added['beyond_copy_s']:.2f} s beyond a plain "
+            f"copy of the database ({added['copy_s']:.2f} s): **{added['ratio_wall']:.2f}x** building that tag "
+            f"alone; pages and binaries of the result = base + tag alone: {'yes' if added['counts_add_up'] else '**no**'}."
+        ),
+    ]
+
+
+def latency_cells(timing):
+    return [status_text(timing), f"{timing['median_ms']:.1f}", f"{timing['p95_ms']:.1f}", timing["requests"]]
+
+
+def count_cell(timing):
+    return "timed out" if timing["row_count"] is None else f"{timing['row_count']:,}"
+
+
+def facets_cell(timing):
+    return ", ".join(f"{facet} ({n})" for facet, n in timing["facets_timed_out"].items()) or "none"
+
+
+LATENCY_HEADER = ["status", "median ms", "p95 ms", "requests"]
+
+
+def render_served(serving):
+    fallen_back = serving["facet_values_fallen_back"]
+    fallback = (
+        f" The page gave no values for {', '.join(fallen_back)}: those clicks use the realistic parameters."
+        if fallen_back
+        else ""
+    )
+    clicks = []
+    for t in serving["facet_clicks"]:
+        met = answered_in_time(t, MAX_TABLE_PAGE_P95_MS, with_count=True)
+        clicks.append(
+            [t["name"], f"`{shown_url(t['url'])}`", *latency_cells(t), count_cell(t), facets_cell(t), verdict(met)]
+        )
+    binaries = serving["binaries_page"]
+    binaries_met = verdict(answered_in_time(binaries, MAX_BINARIES_PAGE_P95_MS, with_count=True))
+    parameters = ", ".join(f"{key}={value}" for key, value in serving["parameters"].items())
+    canned = []
+    for t in serving["canned_queries"]:
+        unset = f" ({', '.join(t['unset'])} empty)" if t["parameters"] == "realistic" and t["unset"] else ""
+        canned.append([t["query"], t["parameters"] + unset, *latency_cells(t),
+                       verdict(answered_in_time(t, MAX_CANNED_P95_MS, with_count=False))])  # fmt: skip
+    page_header = ["url", *LATENCY_HEADER, "row count", "facets timed out", "target"]
+    return [
+        "### Served pages",
+        "",
+        "The binaries page; the first value (most binaries, root left out) of each facet the page shows, the "
+        "package with the most binaries in the newest tag, and a search;" + fallback,
+        "",
+        *table(
+            page_header,
+            [
+                [
+                    f"`{binaries['url']}`",
+                    *latency_cells(binaries),
+                    count_cell(binaries),
+                    facets_cell(binaries),
+                    binaries_met,
+                ]
+            ],
+        ),  # fmt: skip
+        "",
+        *table(["", *page_header], clicks),
+        "",
+        f"Every canned query as HTML. Realistic parameters (each query takes those it has): {parameters}.",
+        "",
+        *table(["query", "parameters", *LATENCY_HEADER, f"p95 <= {MAX_CANNED_P95_MS} ms"], canned),
+    ]
+
+
+def render_pages(shape, pages, runs):
+    return [
+        f"## {SHAPE_LABELS[shape].capitalize()}",
+        "",
+        *render_full_build(pages, runs, "benchmarks/lower_bound.py: orjson, flat executemany in one transaction"),
+        "",
+        *render_database(pages["database"]),
+        "",
+        *render_incremental(pages),
+        "",
+        *render_served(pages["serving"]),
+    ]
+
+
+def render_edges(edges):
+    rows = [[f"`{name}`", f"{size / 1e6:.1f}"] for name, size in edges["objects"].items()]
+    per_edge = "not measured" if edges["bytes_per_edge"] is None else f"{edges['bytes_per_edge']:.1f}"
+    return [
+        (
+            f"Dependency edges: {edges['edges']:,} (rows of the `dependencies` view), stored in the tables that "
+            f"join two specs, the tables they refer to for the edges' kinds, and their indexes: "
+            f"{edges['bytes'] / 1e6:.1f} MB, **{per_edge} bytes per edge**."
+        ),
+        "",
+        *table(["", "MB"], rows),
+    ]
+
+
+def render_dependency_questions(serving):
+    subjects = serving["dependency_subjects"]
+    packages = ", ".join(f"{name} ({n:,} edges)" for name, n in subjects["packages"])
+    external = subjects["external"]
+    tree = subjects["tree"]
+    rows = []
+    for t in serving["dependency_questions"]:
+        limit = MAX_TABLE_PAGE_P95_MS if t["kind"] == "table" else MAX_CANNED_P95_MS
+        count = count_cell(t) if t["kind"] == "table" else ""
+        met = answered_in_time(t, limit, with_count=t["kind"] == "table")
+        rows.append([f"`{shown_url(t['url'])}`", t["subject"], *latency_cells(t), count, f"{limit} ms", verdict(met)])
+    return [
+        "### Dependency questions",
+        "",
+        (
+            f"Found with SQL over the `dependencies` view of the whole history ({subjects['counted_s']:.0f} s): "
+            f"the most depended-on packages {packages}"
+            + (f" and external {external[0]} ({external[1]:,} edges)" if external else "")
+            + f". The binary of {tree['tag']} with the largest dependency tree (link and run, transitively; the "
+            f"largest of the {TREE_CANDIDATES} with the most paths, {tree['seconds']:.0f} s): {tree['hash']}, "
+            f"{tree['tree_size']:,} specs."
+        ),
+        "",
+        *table(["url", "asks about", *LATENCY_HEADER, "row count", "limit", "target"], rows),
+    ]
+
+
+def render_indexes(indexes, runs):
+    big = indexes["big_tag"]
+    compared = (
+        f"Binaries from indexes {indexes['binaries']:,}, from the usual shape's pages {indexes['page_binaries']:,}."
+        if indexes["page_binaries"] is not None
+        else "The listing is not the usual corpus's: its binaries are not compared with pages."
+    )
+    return [
+        "## History built from its indexes",
+        "",
+        *render_full_build(
+            indexes,
+            runs,
+            "benchmarks/lower_bound_indexes.py: checksums, orjson, flat executemany of binaries, labels and edges",
+        ),  # fmt: skip
+        "",
+        compared,
+        "",
+        *render_database(indexes["database"], "### Database size and dependency edges"),
+        "",
+        *render_edges(indexes["edges"]),
+        "",
+        "### Unchanged rebuild and the busy tag",
+        "",
+        *table(RUN_HEADER, [run_row("unchanged rebuild", indexes["unchanged_rebuild"]), run_row("busy tag", big)]),
+        "",
+        unchanged_sentence(indexes["unchanged_rebuild"]),
+        f"The busy tag: {big['binaries']:,} binaries, root index {big['root_index_bytes'] / 1e6:.0f} MB of JSON.",
+        "",
+        *render_served(indexes["serving"]),
+        "",
+        *render_dependency_questions(indexes["serving"]),
+    ]
+
+
+def render_report(results):
+    lines = [f"# Benchmark: {results['name']} ({results['size']} corpora)", ""]
+    for part in (render_targets(results), render_machine(results), render_corpora(results)):
+        lines += part + [""]
+    for shape, pages in results["pages"].items():
+        lines += render_pages(shape, pages, results["runs"]) + [""]
+    if "indexes" in results:
+        lines += render_indexes(results["indexes"], results["runs"]) + [""]
+    return "\n".join(lines)
