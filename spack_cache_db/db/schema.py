@@ -13,7 +13,8 @@ import sqlite_utils
 
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
-SCHEMA_VERSION = 5  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades; 5: deptype flags
+# 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades; 5: deptype flags on dependency_kinds
+SCHEMA_VERSION = 5
 
 TABLES = """
 CREATE TABLE tags (
