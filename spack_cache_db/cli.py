@@ -393,8 +393,9 @@ def deps(spec_hash, database, nested, build, tag, output_format):
 @click.option("--tag", help="The tag whose binaries to list (default: develop, or the newest tag).")
 @_FORMAT
 def dependents(target, database, tag, output_format):
-    """Which binaries of a tag link against PACKAGE (any of its binaries) or against one binary (/HASH),
-    directly or through other libraries: the dependents question's answer. Exit 1 when none does."""
+    """Which binaries of a tag link against PACKAGE (any of its builds the tag has) or against one binary
+    (/HASH), directly or through other binaries of the tag: the dependents question's answer. Exit 1 when
+    none does."""
     found = _ask(database, lambda conn: dependencies.dependents(conn, target, tag))
     if output_format == "json":
         _print_json(found)

@@ -217,7 +217,12 @@ class Loader:
             kind_id = self.kind_ids[kind] = self._id(
                 "dependency_kinds",
                 (deptypes, virtuals),
-                lambda new_id: ROWS["dependency_kinds"](id=new_id, deptypes=deptypes, virtuals=virtuals),
+                lambda new_id: ROWS["dependency_kinds"](
+                    id=new_id,
+                    deptypes=deptypes,
+                    virtuals=virtuals,
+                    **{flag: int(deptype in kind.deptypes) for deptype, flag in schema.DEPTYPE_FLAGS.items()},
+                ),
             )
         return kind_id
 

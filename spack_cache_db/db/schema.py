@@ -15,7 +15,8 @@ import sqlite_utils
 
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
-SCHEMA_VERSION = 5  # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys
+# 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on dependency_kinds
+SCHEMA_VERSION = 6
 
 TABLES = """
 CREATE TABLE tags (
@@ -121,6 +122,10 @@ CREATE TABLE dependency_kinds (
     id INTEGER PRIMARY KEY,
     deptypes TEXT NOT NULL,
     virtuals TEXT NOT NULL,
+    is_build INTEGER NOT NULL CHECK (is_build IN (0, 1)),
+    is_link INTEGER NOT NULL CHECK (is_link IN (0, 1)),
+    is_run INTEGER NOT NULL CHECK (is_run IN (0, 1)),
+    is_test INTEGER NOT NULL CHECK (is_test IN (0, 1)),
     UNIQUE (deptypes, virtuals)
 );
 CREATE TABLE spec_dependencies (
@@ -246,7 +251,8 @@ CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
 CREATE INDEX pages_by_path ON pages(path);
-CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id);
+CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id, kind_id);
+CREATE INDEX specs_by_configuration ON specs(configuration_id);
 CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
 CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
@@ -448,28 +454,44 @@ JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
 JOIN stacks ON stacks.id = stack_set_members.stack_id
 LEFT JOIN indexes ON indexes.tag_id = tags.id AND indexes.stack_id = stacks.id;
 
--- One row per dependency edge, from Spack's build-cache indexes (pages do not have them).
-CREATE VIEW dependencies AS
-SELECT
-    specs.hash AS hash,
-    packages.name AS package,
-    versions.version AS version,
-    dependency.hash AS dependency_hash,
-    dependency_packages.name AS dependency,
-    dependency_versions.version AS dependency_version,
-    dependency_kinds.deptypes AS deptypes,
-    dependency_kinds.virtuals AS virtuals,
-    dependency.external AS external
-FROM spec_dependencies
-JOIN specs ON specs.id = spec_dependencies.spec_id
+-- Each spec by id: its hash, package and version (and whether it is an external).
+CREATE VIEW spec_names AS
+SELECT specs.id, specs.hash, packages.name AS package, versions.version, specs.external
+FROM specs
 JOIN configurations ON configurations.id = specs.configuration_id
 JOIN versions ON versions.id = configurations.version_id
-JOIN packages ON packages.id = versions.package_id
-JOIN specs AS dependency ON dependency.id = spec_dependencies.dependency_id
-JOIN configurations AS dependency_configurations ON dependency_configurations.id = dependency.configuration_id
-JOIN versions AS dependency_versions ON dependency_versions.id = dependency_configurations.version_id
-JOIN packages AS dependency_packages ON dependency_packages.id = dependency_versions.package_id
-JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id;
+JOIN packages ON packages.id = versions.package_id;
+
+-- The tags whose pages list each spec (a binary of a tag is a spec its pages list), and its package.
+CREATE VIEW spec_tags AS
+SELECT page_specs.spec_id, pages.tag_id, pages.package_id
+FROM page_specs
+JOIN pages ON pages.id = page_specs.page_id;
+
+-- A spec and a spec it links against: the edges whose kind has the link flag.
+CREATE VIEW link_edges AS
+SELECT spec_dependencies.spec_id, spec_dependencies.dependency_id
+FROM spec_dependencies
+JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+WHERE dependency_kinds.is_link;
+
+-- One row per dependency edge, from Spack's build-cache indexes (pages do not have them). The dependency is
+-- joined, so that its edges, and their count, are read from the index of edges by dependency; the spec that
+-- depends is looked up for the rows shown only (filters on it are narrowed to its spec_id: see metadata).
+CREATE VIEW dependencies AS
+SELECT
+    spec_dependencies.spec_id,
+    (SELECT hash FROM specs WHERE specs.id = spec_dependencies.spec_id) AS hash,
+    (SELECT package FROM spec_names WHERE spec_names.id = spec_dependencies.spec_id) AS package,
+    (SELECT version FROM spec_names WHERE spec_names.id = spec_dependencies.spec_id) AS version,
+    dependency.hash AS dependency_hash,
+    dependency.package AS dependency,
+    dependency.version AS dependency_version,
+    (SELECT deptypes FROM dependency_kinds WHERE dependency_kinds.id = spec_dependencies.kind_id) AS deptypes,
+    (SELECT virtuals FROM dependency_kinds WHERE dependency_kinds.id = spec_dependencies.kind_id) AS virtuals,
+    dependency.external
+FROM spec_dependencies
+JOIN spec_names AS dependency ON dependency.id = spec_dependencies.dependency_id;
 """
 
 
@@ -526,6 +548,8 @@ CUBES = [
 VIEW_COUNTS = {
     "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
     "dependencies": "SELECT count(*) FROM spec_dependencies",
+    "spec_names": "SELECT count(*) FROM specs",
+    "spec_tags": "SELECT count(*) FROM page_specs",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
 
@@ -564,6 +588,11 @@ def _row_type(table):
 
 # Rows travel by name: a named tuple per table, its fields the table's columns in order.
 ROWS = {table: _row_type(table) for table in COLUMNS}
+# Spack's deptypes in its order, each with its flag column on dependency_kinds (is_<deptype>): questions pick
+# link or run edges by these integers, never by reading the deptypes JSON of every edge.
+DEPTYPE_FLAGS = {
+    column.removeprefix("is_"): column for column in COLUMNS["dependency_kinds"] if column.startswith("is_")
+}
 
 
 def _identity(table):

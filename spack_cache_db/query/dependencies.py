@@ -14,26 +14,34 @@ import functools
 import json
 import sqlite3
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from spack_cache_db.db import schema
 from spack_cache_db.query import lookup
 from spack_cache_db.web import describe
 
-NEEDED_TO_INSTALL = frozenset({"link", "run"})
-DEPTYPE_ORDER = ("build", "link", "run", "test")  # Spack's order
+NEEDED_TO_INSTALL = ("link", "run")
+DEPTYPE_ORDER = tuple(schema.DEPTYPE_FLAGS)  # Spack's order
+# SQL over dependency_kinds: whether installing the dependent needs a dependency of this kind
+_NEEDED = " OR ".join(schema.DEPTYPE_FLAGS[deptype] for deptype in NEEDED_TO_INSTALL)
 IN_CACHE, NOT_IN_CACHE, EXTERNAL = "in cache", "not in cache", "external"
 _MARKS = {IN_CACHE: "[+]", NOT_IN_CACHE: " - ", EXTERNAL: "[e]"}  # as `spack spec -I` marks installs
 
-# The specs reached from the root through the edges of the kinds given (a JSON array of ids), each once
-# (UNION), and every edge of each of them (build-only ones too: the hidden ones are counted).
-_REACHED = """
-WITH RECURSIVE reached(id) AS (
+# The specs reached from the root through link and run edges (every edge with :build), each once (UNION),
+# and every edge of each of them (build-only ones too: the hidden ones are counted). Edges are followed by
+# their kind's flags, read once from the short dependency_kinds table; kinds are joined, since a condition
+# on the edges alone could have SQLite read every edge first, to filter them.
+_REACHED = f"""
+WITH RECURSIVE followed AS MATERIALIZED (
+    SELECT id FROM dependency_kinds WHERE :build OR {_NEEDED}
+),
+reached(id) AS (
     SELECT :root
     UNION
     SELECT spec_dependencies.dependency_id
     FROM reached
     CROSS JOIN spec_dependencies ON spec_dependencies.spec_id = reached.id
-    WHERE spec_dependencies.kind_id IN (SELECT value FROM json_each(:kinds))
+    CROSS JOIN followed ON followed.id = spec_dependencies.kind_id
 )
 SELECT reached.id, spec_dependencies.dependency_id, spec_dependencies.kind_id
 FROM reached
@@ -47,10 +55,7 @@ class Kind:
 
     deptypes: tuple
     virtuals: tuple
-    needed: bool = field(init=False)  # whether installing the dependent needs it (a link or run dependency)
-
-    def __post_init__(self):
-        object.__setattr__(self, "needed", bool(NEEDED_TO_INSTALL & set(self.deptypes)))
+    needed: bool  # whether installing the dependent needs it (a link or run dependency)
 
 
 @dataclass(frozen=True)
@@ -172,8 +177,10 @@ def _text_line(dependency, depth, how, repeat):
 def kinds(conn):
     """{id: Kind} of every way one spec depends on another (a short table)."""
     return {
-        kind_id: Kind(_in_spack_order(json.loads(deptypes)), tuple(sorted(json.loads(virtuals))))
-        for kind_id, deptypes, virtuals in conn.execute("SELECT id, deptypes, virtuals FROM dependency_kinds")
+        kind_id: Kind(_in_spack_order(json.loads(deptypes)), tuple(sorted(json.loads(virtuals))), bool(is_needed))
+        for kind_id, deptypes, virtuals, is_needed in conn.execute(
+            f"SELECT id, deptypes, virtuals, {_NEEDED} FROM dependency_kinds"
+        )
     }
 
 
@@ -216,9 +223,8 @@ def _reached(conn, root_id, build):
     """{spec id: [(dependency id, Kind)]} of every edge of the specs reached from the root (through link and
     run edges, or every edge with build)."""
     edge_kinds = kinds(conn)
-    followed = [kind_id for kind_id, kind in edge_kinds.items() if build or kind.needed]
     edges = {}
-    for spec_id, dependency_id, kind_id in conn.execute(_REACHED, {"root": root_id, "kinds": json.dumps(followed)}):
+    for spec_id, dependency_id, kind_id in conn.execute(_REACHED, {"root": root_id, "build": int(build)}):
         edges.setdefault(spec_id, [])
         if dependency_id is not None:
             edges[spec_id].append((dependency_id, edge_kinds[kind_id]))

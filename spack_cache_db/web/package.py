@@ -39,39 +39,36 @@ _TAGS = (
 )
 HISTORY = "package-history"  # the dashboard whose charts the page draws
 _DEPTYPES = "replace(replace(replace(dependency_kinds.deptypes, '[\"', ''), '\"]', ''), '\", \"', ', ')"
+# The package's binaries in a tag (parameters: package, tag), read through the page that lists them.
+_BINARIES = """
+SELECT page_specs.spec_id FROM packages
+CROSS JOIN pages ON pages.package_id = packages.id AND pages.tag_id = (SELECT id FROM tags WHERE name = :tag)
+CROSS JOIN page_specs ON page_specs.page_id = pages.id
+WHERE packages.name = :package
+"""
 # What the package's binaries in a tag depend on (from build-cache indexes): per dependency and deptypes.
 _DEPENDENCIES = f"""
-SELECT dependency_packages.name, group_concat(DISTINCT dependency_versions.version), {_DEPTYPES},
-    count(DISTINCT page_specs.spec_id), max(dependency.external)
-FROM packages
-JOIN pages ON pages.package_id = packages.id
-JOIN tags ON tags.id = pages.tag_id
-JOIN page_specs ON page_specs.page_id = pages.id
-JOIN spec_dependencies ON spec_dependencies.spec_id = page_specs.spec_id
-JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
-JOIN specs AS dependency ON dependency.id = spec_dependencies.dependency_id
-JOIN configurations ON configurations.id = dependency.configuration_id
-JOIN versions AS dependency_versions ON dependency_versions.id = configurations.version_id
-JOIN packages AS dependency_packages ON dependency_packages.id = dependency_versions.package_id
-WHERE packages.name = ? AND tags.name = ?
-GROUP BY dependency_packages.name, dependency_kinds.deptypes
-ORDER BY dependency_packages.name, 3
+SELECT dependency.package, group_concat(DISTINCT dependency.version), {_DEPTYPES},
+    count(DISTINCT binaries.spec_id), max(dependency.external)
+FROM ({_BINARIES}) AS binaries
+CROSS JOIN spec_dependencies ON spec_dependencies.spec_id = binaries.spec_id
+CROSS JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
+CROSS JOIN spec_names AS dependency ON dependency.id = spec_dependencies.dependency_id
+GROUP BY dependency.package, dependency_kinds.deptypes
+ORDER BY dependency.package, 3
 """
-# The packages of a tag whose binaries link straight against one of this package's binaries.
-_DEPENDENTS = """
-SELECT dependent_packages.name, count(DISTINCT page_specs.spec_id)
-FROM packages
-JOIN versions ON versions.package_id = packages.id
-JOIN configurations ON configurations.version_id = versions.id
-JOIN specs ON specs.configuration_id = configurations.id
-JOIN spec_dependencies ON spec_dependencies.dependency_id = specs.id
-JOIN dependency_kinds ON dependency_kinds.id = spec_dependencies.kind_id
-JOIN page_specs ON page_specs.spec_id = spec_dependencies.spec_id
-JOIN pages ON pages.id = page_specs.page_id
-JOIN tags ON tags.id = pages.tag_id
-JOIN packages AS dependent_packages ON dependent_packages.id = pages.package_id
-WHERE packages.name = ? AND tags.name = ?
-    AND EXISTS (SELECT 1 FROM json_each(dependency_kinds.deptypes) WHERE value = 'link')
+# The packages of a tag whose binaries link straight against one of the package's binaries there: their link
+# edges are searched kind by kind (the index of edges by dependency has the kind next).
+_DEPENDENTS = f"""
+SELECT dependent_packages.name, count(DISTINCT edges.spec_id)
+FROM spec_dependencies AS edges
+CROSS JOIN spec_tags ON spec_tags.spec_id = edges.spec_id
+CROSS JOIN packages AS dependent_packages ON dependent_packages.id = spec_tags.package_id
+WHERE (edges.dependency_id, edges.kind_id) IN (
+    SELECT binaries.spec_id, dependency_kinds.id FROM ({_BINARIES}) AS binaries
+    CROSS JOIN dependency_kinds WHERE dependency_kinds.is_link
+)
+  AND spec_tags.tag_id = (SELECT id FROM tags WHERE name = :tag)
 GROUP BY dependent_packages.name
 ORDER BY dependent_packages.name
 """
@@ -139,8 +136,12 @@ async def package_page(datasette, database, request):
         choices=choices,
         binaries=binaries,
         charts=dashboard.get("charts", {}),
-        dependencies=await rows(datasette, database, _DEPENDENCIES, [package, tag]) if has_dependencies else [],
-        dependents=await rows(datasette, database, _DEPENDENTS, [package, tag]) if has_dependencies else [],
+        dependencies=await rows(datasette, database, _DEPENDENCIES, {"package": package, "tag": tag})
+        if has_dependencies
+        else [],
+        dependents=await rows(datasette, database, _DEPENDENTS, {"package": package, "tag": tag})
+        if has_dependencies
+        else [],
         has_dependencies=has_dependencies,
         differences=await _differences(datasette, database, binaries) if only_differences and binaries else None,
         differences_url=path_with_replaced_args(request, {"differences": None if only_differences else "1"})

@@ -119,11 +119,13 @@ _cached = weakref.WeakKeyDictionary()  # Datasette -> {(database, file version, 
 
 async def rows(datasette, database, sql, params=()):
     """The rows of a small query about what the database holds. Without parameters (lists of names) they
-    are read once per version of the database file; with them (about one package, say) every time, so
-    that what people type does not pile up in memory."""
+    are read once per version of the database file; with them (a list, or a dict of named ones: about one
+    package, say) every time, so that what people type does not pile up in memory."""
     db = datasette.get_database(database)
     if params:
-        return [tuple(row) for row in (await db.execute(sql, list(params))).rows]
+        return [
+            tuple(row) for row in (await db.execute(sql, params if isinstance(params, dict) else list(params))).rows
+        ]
     cache = _cached.setdefault(datasette, {})
     key = (database, db.mtime_ns if db.is_mutable else None, sql)
     if key not in cache:

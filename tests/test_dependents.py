@@ -1,0 +1,407 @@
+"""The dependency questions at scale, checked on what SQLite does rather than on a clock.
+
+`dependents` answers what a plain walk in Python answers, on Spack's samples and on synthetic tags that take
+each of its ways (the nearest dependents are all there are; the tag's first binaries, followed down, hold the
+answer; the whole walk). Its plan never reruns a recursion per row nor reads a whole table of edges, specs or
+listings, and its work (SQLite's virtual machine steps) stays the same while the rest of the database grows.
+The other dependency questions (the tree, the dependencies view filtered by a dependency or a hash, the
+package page's lists) read their indexes too, and the deptype flags agree with the deptypes JSON.
+"""
+
+import json
+import shutil
+import sqlite3
+import urllib.parse
+from collections import defaultdict, deque
+
+import pytest
+from datasette.app import Datasette
+from mirrors import write_v2
+from test_dependencies import dag_hash
+from test_indexes import LIBDWARF_M1
+
+from spack_cache_db.build import build
+from spack_cache_db.db import schema
+from spack_cache_db.query import dependencies, lookup
+from spack_cache_db.web import describe, package
+
+ARCH = {"platform": "linux", "platform_os": "ubuntu24.04", "target": {"name": "x86_64_v3"}}
+LINK, BUILD, RUN = ("build", "link"), ("build",), ("run",)
+BIG_TABLES = ("spec_dependencies", "specs", "page_specs", "pages")  # what a plan must never read whole
+
+
+def record(name, binary=True, edges=(), version="1.0", seed=""):
+    """(hash, the install record) of a spec: edges are (record, deptypes) of records made before."""
+    own = dag_hash("|".join(map(str, (name, version, seed, *(dependency for dependency, _ in edges)))))
+    node = {
+        "name": name,
+        "version": version,
+        "arch": ARCH,
+        "parameters": {"build_system": "generic"},
+        "dependencies": [
+            {
+                "name": dependency[1]["spec"]["name"],
+                "hash": dependency[0],
+                "parameters": {"deptypes": list(deptypes), "virtuals": []},
+            }
+            for dependency, deptypes in edges
+        ],
+        "hash": own,
+    }
+    return own, {"spec": node, "ref_count": 0, "in_buildcache": binary}
+
+
+def index(records):
+    return json.dumps({"database": {"version": "8", "installs": dict(records)}}).encode()
+
+
+def build_tags(folder, tags):
+    """cache.db built from one v2 mirror per tag ({tag: [record]})."""
+    for tag, records in tags.items():
+        write_v2(folder / tag, index(records))
+    path = folder / "cache.db"
+    build([f"{tag}={folder / tag}" for tag in tags], path)
+    return path
+
+
+def library_tag(tag, dependents, rest, fan=4):
+    """A tag whose zlib (two binaries, and a spec of it that no cache has) is linked against by `dependents`
+    binaries, directly or through others, next to `rest` binaries that have nothing to do with it (each
+    linking against a few others): a DAG where only the rest grows."""
+    zlib = [record("zlib", seed=(tag, n)) for n in range(2)]
+    unlisted = record("zlib", binary=False, version="1.3", seed=tag)
+    made = []
+    for n in range(dependents):
+        below = made[max(0, n - 3) : n] if n % 4 else [zlib[n // 4 % 2]]
+        edges = [(spec, LINK) for spec in below] + ([(unlisted, LINK)] if n == 7 else [])
+        made.append(record(f"app{n % 5}", seed=(tag, n), edges=edges + [(zlib[1], BUILD)]))
+    others = []
+    for n in range(rest):
+        others.append(record(f"other{n % 40}", seed=(tag, "rest", n), edges=[(spec, LINK) for spec in others[-fan:]]))
+    return [*zlib, unlisted, *made, *others]
+
+
+@pytest.fixture(scope="module")
+def growing(tmp_path_factory):
+    """{name: cache.db}: one tag with zlib's dependents and a little else, then the same tag beside ten times
+    as much else and three more tags."""
+    folder = tmp_path_factory.mktemp("growing")
+    small = build_tags(folder / "small", {"develop": library_tag("develop", 40, 200)})
+    large = build_tags(
+        folder / "large",
+        {
+            tag: library_tag(tag, 40, 2000) if tag == "develop" else library_tag(tag, 400, 2000)
+            for tag in ("develop", "v1", "v2", "v3")
+        },
+    )
+    return {"small": small, "large": large}
+
+
+def shaped_tag():
+    """One tag of 6,500 binaries in which each way of `dependents` is taken: dense-lib is linked against by
+    the first 3,200 binaries in the answer's order (aa-app), sparse-lib by 3,100 binaries that come after
+    them (zz-app, some through mid-lib) and tiny-lib by five; a build-only edge and a run edge are not links."""
+    dense, sparse, tiny = record("dense-lib"), record("sparse-lib"), record("tiny-lib")
+    mid = record("mid-lib", edges=[(sparse, LINK)])
+    records = [dense, sparse, tiny, mid]
+    records += [record("aa-app", seed=n, edges=[(dense, LINK), (sparse, BUILD)]) for n in range(3200)]
+    records += [record("zz-app", seed=n, edges=[(mid if n % 3 else sparse, LINK), (dense, RUN)]) for n in range(3100)]
+    records += [record("ab-tool", seed=n, edges=[(tiny, LINK)]) for n in range(5)]
+    return records
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    return build_tags(tmp_path_factory.mktemp("shaped"), {"develop": shaped_tag()})
+
+
+class Reference:
+    """dependents walked in Python from the tables of a database (deptypes read from their JSON)."""
+
+    def __init__(self, db):
+        conn = sqlite3.connect(db)
+        self.tags = dict(conn.execute("SELECT name, id FROM tags"))
+        link = {
+            kind
+            for kind, types in conn.execute("SELECT id, deptypes FROM dependency_kinds")
+            if "link" in json.loads(types)
+        }
+        self.listed = defaultdict(set)
+        for spec, tag_id in conn.execute("SELECT spec_id, tag_id FROM page_specs JOIN pages ON pages.id = page_id"):
+            self.listed[spec].add(tag_id)
+        self.names = {spec: rest for spec, *rest in conn.execute("SELECT id, hash, package, version FROM spec_names")}
+        self.ranks = dict(
+            conn.execute(
+                "SELECT specs.id, version_rank FROM specs JOIN configurations ON configurations.id = configuration_id"
+                " JOIN versions ON versions.id = version_id"
+            )
+        )
+        self.into = defaultdict(list)
+        for spec, dependency, kind in conn.execute("SELECT spec_id, dependency_id, kind_id FROM spec_dependencies"):
+            if kind in link:
+                self.into[dependency].append(spec)
+
+    def dependents(self, target, tag):
+        """[(package, version, hash, directly)] in the answer's order, at most 1,000: the walk goes through the
+        tag's binaries; the targets are the package's specs the tag lists or no tag lists (or the spec a hash
+        names)."""
+        tag_id = self.tags[tag]
+        if target.startswith("/"):
+            targets = {spec for spec, (spec_hash_, *_) in self.names.items() if spec_hash_ == target[1:]}
+        else:
+            targets = {
+                spec
+                for spec, (_, name, _) in self.names.items()
+                if name == target and (tag_id in self.listed[spec] or not self.listed[spec])
+            }
+        found, queue = set(), deque(targets)
+        while queue:
+            for spec in self.into[queue.popleft()]:
+                if tag_id in self.listed[spec] and spec not in found:
+                    found.add(spec)
+                    queue.append(spec)
+        directly = {spec for target_id in targets for spec in self.into[target_id]}
+        names = self.names
+        rows = sorted(found, key=lambda spec: (names[spec][1], -self.ranks[spec], names[spec][0]))[:1000]
+        return [(names[spec][1], names[spec][2], names[spec][0], spec in directly) for spec in rows]
+
+
+def datasette_for(db):
+    return Datasette(immutables=[str(db)], metadata=describe.build_metadata(), settings={"trace_debug": True})
+
+
+async def web_dependents(ds, **params):
+    response = await ds.client.get("/cache/dependents.json?" + urllib.parse.urlencode({**params, "_shape": "objects"}))
+    assert response.status_code == 200, response.text[:300]
+    return [(row["package"], row["version"], row["hash"], row["directly"] == "yes") for row in response.json()["rows"]]
+
+
+@pytest.mark.asyncio
+async def test_dependents_of_every_package_in_every_tag_are_a_plain_walks(index_db, growing):
+    for db in (index_db, growing["large"]):
+        ds, walk = datasette_for(db), Reference(db)
+        conn = sqlite3.connect(db)
+        for name, tag in conn.execute("SELECT packages.name, tags.name FROM packages CROSS JOIN tags").fetchall():
+            assert await web_dependents(ds, package=name, tag=tag) == walk.dependents(name, tag), (db, name, tag)
+        for (spec,) in conn.execute("SELECT hash FROM specs ORDER BY hash LIMIT 5").fetchall():
+            assert await web_dependents(ds, hash=spec, tag="develop") == walk.dependents("/" + spec, "develop")
+    assert len(Reference(growing["large"]).dependents("zlib", "develop")) == 40
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "target, found, way",
+    [
+        ("tiny-lib", 5, "nearest"),  # fewer than 3,000 dependents: the first walk has them all
+        ("dense-lib", 1000, "below"),  # the tag's first 3,000 binaries all reach it
+        ("sparse-lib", 1000, "walked"),  # 3,101 dependents, none among the first 3,000 binaries
+    ],
+)
+async def test_each_way_of_the_dependents_question_gives_a_plain_walks_answer(shaped, target, found, way):
+    rows = await web_dependents(datasette_for(shaped), package=target, tag="develop")
+    assert rows == Reference(shaped).dependents(target, "develop")
+    assert len(rows) == found
+    sql = describe.read_query(describe.QUERIES / "dependents.sql").sql
+    ways = sql[: sql.index("-- The first 1,000 in order")].rstrip().rstrip(",") + (
+        " SELECT (SELECT yes FROM all_nearest), (SELECT yes FROM enough_below), (SELECT count(*) FROM walked)"
+    )
+    taken = lookup.open_database(shaped).execute(ways, {"package": target, "hash": "", "tag": ""}).fetchone()
+    assert taken == {"nearest": (1, 0, 0), "below": (0, 1, 0), "walked": (0, 0, 3101)}[way]
+
+
+def plan(conn, sql, params):
+    """EXPLAIN QUERY PLAN as {id: (parent, detail)}, in SQLite's order."""
+    return {row[0]: (row[1], row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)}
+
+
+def recursions_rerun_per_row(steps):
+    """The recursive subqueries whose rows are made again for each row of a loop around them: a co-routine read
+    by a loop that is not the outermost of its query, or any recursion inside a correlated subquery."""
+    rerun = []
+    children = defaultdict(list)
+    for step_id, (parent, _) in steps.items():
+        children[parent].append(step_id)
+
+    def ancestors(step_id):
+        while step_id in steps:
+            step_id = steps[step_id][0]
+            yield step_id
+
+    for step_id, (parent, detail) in steps.items():
+        if detail != "RECURSIVE STEP":
+            continue
+        kind, _, name = steps[parent][1].partition(" ") if parent in steps else ("", "", "")
+        if any(steps[above][1].startswith("CORRELATED") for above in ancestors(step_id) if above in steps):
+            rerun.append(name)
+        if kind != "CO-ROUTINE":
+            continue
+        for reader, (outer, text) in steps.items():
+            if text == f"SCAN {name}":
+                loops = [c for c in children[outer] if steps[c][1].startswith(("SCAN ", "SEARCH "))]
+                if loops[0] != reader:
+                    rerun.append(name)
+    return rerun
+
+
+def whole_reads(steps):
+    """Plan steps that read a whole big table: a scan, or the Bloom filter SQLite builds by reading it."""
+    return [
+        detail
+        for _, detail in steps.values()
+        if any(detail.startswith((f"SCAN {table}", f"BLOOM FILTER ON {table} ")) for table in BIG_TABLES)
+    ]
+
+
+def has_edges(conn):
+    """The plan step of the check for any dependency at all, which stops at the first row."""
+    return [detail for _, detail in plan(conn, lookup.HAS_EDGES, {}).values()]
+
+
+@pytest.mark.parametrize(
+    "params", [{"package": "zlib", "hash": "", "tag": ""}, {"package": "", "hash": "abcd", "tag": "v1"}]
+)
+def test_the_dependents_plan_walks_once_and_reads_no_whole_table(growing, params):
+    conn = sqlite3.connect(growing["large"])
+    steps = plan(conn, describe.read_query(describe.QUERIES / "dependents.sql").sql, params)
+    assert any(detail == "RECURSIVE STEP" for _, detail in steps.values())
+    assert recursions_rerun_per_row(steps) == []
+    assert whole_reads(steps) == has_edges(conn)
+
+
+# The plan SQLite chose for the dependents question before issue 19 (abridged), which took 1.9 s for 73 rows:
+# the recursion, a co-routine, read by the fifth loop of the query that lists the dependents found.
+PLAN_THAT_TIMED_OUT = {
+    6: (4, "CO-ROUTINE found"),
+    8: (6, "CO-ROUTINE dependents"),
+    12: (8, "SETUP"),
+    59: (12, "SCAN link_edges"),
+    249: (8, "RECURSIVE STEP"),
+    252: (249, "SCAN dependents"),
+    264: (249, "SEARCH link_edges USING AUTOMATIC COVERING INDEX (dependency_id=?)"),
+    295: (6, "SCAN packages USING COVERING INDEX sqlite_autoindex_packages_1"),
+    297: (6, "SCAN stack_sets"),
+    299: (6, "SCAN configurations"),
+    301: (6, "SEARCH versions USING INTEGER PRIMARY KEY (rowid=?)"),
+    304: (6, "SCAN dependents"),
+    307: (6, "SEARCH specs USING INDEX specs_by_configuration (configuration_id=? AND rowid=?)"),
+}
+
+
+def test_a_recursion_read_inside_a_loop_is_seen():
+    assert recursions_rerun_per_row(PLAN_THAT_TIMED_OUT) == ["dependents"]
+
+
+def steps_of(db, question):
+    """SQLite's virtual machine steps (to the hundred) that question(conn) takes."""
+    conn = lookup.open_database(db)
+    counted = [0]
+    conn.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1), 100)
+    question(conn)
+    return counted[0] * 100
+
+
+@pytest.mark.parametrize("target", ["zlib", "/zlib"])
+def test_dependents_work_stays_the_same_as_the_rest_of_the_database_grows(growing, target):
+    """Ten times as many other binaries in the tag, and three more tags with their own zlib and ten times as
+    many dependents of it: the same answer for the same work, for the package and for one of its binaries."""
+    if target == "/zlib":
+        target = "/" + develop_spec(sqlite3.connect(growing["small"]), "zlib")
+    answers = {
+        size: steps_of(db, lambda conn: dependencies.dependents(conn, target, "develop"))
+        for size, db in growing.items()
+    }
+    rows = {size: dependencies.dependents(lookup.open_database(db), target, "develop") for size, db in growing.items()}
+    assert [row["hash"] for row in rows["small"]] == [row["hash"] for row in rows["large"]]
+    assert 0 < len(rows["small"]) <= 40
+    assert answers["large"] < 1.25 * answers["small"], answers
+
+
+def test_the_dependency_tree_reads_each_spec_from_its_key(growing):
+    spec = develop_spec(sqlite3.connect(growing["small"]), "app4")
+    conn = sqlite3.connect(growing["large"])
+    steps = plan(conn, describe.read_query(describe.QUERIES / "dependency_tree.sql").sql, {"hash": spec, "tag": ""})
+    assert recursions_rerun_per_row(steps) == []
+    assert whole_reads(steps) == has_edges(conn)
+    trees = {
+        size: dependencies.dependency_tree(lookup.open_database(db), spec, "develop") for size, db in growing.items()
+    }
+    assert trees["small"].as_json()["tree"] == trees["large"].as_json()["tree"] and len(trees["small"].specs) > 5
+    answers = {
+        size: steps_of(db, lambda conn: dependencies.dependency_tree(conn, spec, "develop"))
+        for size, db in growing.items()
+    }
+    assert answers["large"] < 1.25 * answers["small"], answers
+
+
+def develop_spec(conn, name):
+    """The hash of the first binary of this package in develop."""
+    return conn.execute(
+        "SELECT hash FROM spec_names JOIN spec_tags ON spec_tags.spec_id = spec_names.id"
+        " WHERE package = ? AND tag_id = (SELECT id FROM tags WHERE name = 'develop') ORDER BY hash LIMIT 1",
+        [name],
+    ).fetchone()[0]
+
+
+@pytest.mark.parametrize(
+    "sql, name", [(package._DEPENDENCIES, "app2"), (package._DEPENDENTS, "zlib")], ids=["dependencies", "dependents"]
+)
+def test_the_package_pages_dependency_lists_read_their_indexes(growing, sql, name):
+    conn = sqlite3.connect(growing["large"])
+    assert whole_reads(plan(conn, sql, {"package": name, "tag": "develop"})) == []
+    assert conn.execute(sql, {"package": name, "tag": "develop"}).fetchall()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("column", ["dependency", "hash"])
+async def test_the_dependencies_view_filtered_counts_its_rows_from_the_edges_index(growing, column):
+    """What Datasette runs for /cache/dependencies?dependency=zlib (or ?hash=): the count of its rows reads
+    the index of edges by dependency (or the edges of one spec), and nothing per edge besides."""
+    db = growing["large"]
+    conn = sqlite3.connect(db)
+    value = "zlib" if column == "dependency" else develop_spec(conn, "app3")
+    edges = conn.execute(f"SELECT count(*) FROM dependencies WHERE {column} = ?", [value]).fetchone()[0]
+    answer = (await datasette_for(db).client.get(f"/cache/dependencies.json?{column}={value}&_trace=1")).json()
+    assert answer["filtered_table_rows_count"] == edges > 0
+    counted = next(t for t in answer["_trace"]["traces"] if t["sql"].startswith("select count(*) from dependencies"))
+    steps = plan(conn, counted["sql"], counted["params"])
+    loops = [detail for _, detail in steps.values() if detail.startswith(("SCAN", "SEARCH"))]
+    assert whole_reads(steps) == []
+    if column == "dependency":  # the dependency's specs, then their edges from the covering index: nothing else
+        assert [loop.split()[1] for loop in loops] == [
+            "packages",
+            "versions",
+            "configurations",
+            "specs",
+            "spec_dependencies",
+        ]
+        assert loops[-1].startswith("SEARCH spec_dependencies USING COVERING INDEX spec_dependencies_by_dependency")
+    else:  # the spec's own edges, by their key
+        assert any(loop.startswith("SEARCH spec_dependencies USING PRIMARY KEY (spec_id=?)") for loop in loops)
+
+
+def test_the_deptype_flags_agree_with_the_deptypes_json(index_db, shaped):
+    assert tuple(schema.DEPTYPE_FLAGS) == ("build", "link", "run", "test")  # Spack's, in its order
+    for db in (index_db, shaped):
+        conn = sqlite3.connect(db)
+        conn.row_factory = sqlite3.Row
+        kinds = conn.execute("SELECT * FROM dependency_kinds").fetchall()
+        assert kinds
+        for kind in kinds:
+            said = set(json.loads(kind["deptypes"]))
+            assert {deptype for deptype, flag in schema.DEPTYPE_FLAGS.items() if kind[flag]} == said, dict(kind)
+
+
+def test_a_trees_edges_are_followed_by_their_flags(index_db, tmp_path):
+    """Link and run edges make the tree, build-only ones only with build: as the flags say, whatever the JSON."""
+
+    def packages(db, build_deps=False):
+        tree = dependencies.dependency_tree(lookup.open_database(db), LIBDWARF_M1, build=build_deps)
+        return {dependency.spec.package for dependency in tree.specs}
+
+    assert packages(index_db) == {"libdwarf", "libelf", "gcc-runtime"}
+    assert packages(index_db, True) == {"libdwarf", "libelf", "gcc-runtime", "compiler-wrapper", "gcc"}
+    flagless = shutil.copy(index_db, tmp_path / "cache.db")
+    with sqlite3.connect(flagless) as conn:
+        conn.execute("UPDATE dependency_kinds SET is_link = 0, is_run = 0")
+    assert packages(flagless) == {"libdwarf"}
+    assert packages(flagless, True) == packages(index_db, True)
