@@ -1,11 +1,20 @@
-"""Row counts of our databases from what the build counted: whole tables and views from row_counts, and a
-big view's filtered pages from its cube (<view>_cube).
+"""Row counts and facet counts of our databases from what the build counted: whole tables and views from
+row_counts, and a big view's filtered pages from its count tables, which metadata names (counted_by).
 
 Datasette counts a table page's rows with `select count(*) from <view> where <filters>`: for the binaries of
 a whole history filtered by a target or a stack, millions of rows through a dozen joins, past its time
-limit, so the page shows no count. When a page of an immutable database is filtered only by exact values
-of the cube's columns (and by a value an array column contains), the cube has the answer: filters_from_request
-works it out for the request, and the database's execute answers that one count query with it.
+limit. When a page of an immutable database is filtered only by a few exact values of its facet columns (or
+values an array column contains), the count tables have the answer at a cost of about the values a facet
+shows: filters_from_request works it out for the request, and the database's execute answers that one
+count query with it. Any other count is counted live, within Datasette's facet time limit (a count, like a
+facet, is something a page can do without): a page whose count would take longer shows no count rather
+than time out. A page filtered by nothing but the columns of narrow_by and a search is counted on the table
+with one row per row of the view (narrow_by's rows), without the view's joins.
+
+counted_by names either a cube (a table with a row per combination of the values of the facets, in count),
+for a view whose combinations are few, or three tables: binaries per value of each facet (values), per pair
+of values of two facets (pairs, each pair both ways; an array facet paired with itself counts the rows
+that contain both values), and per pair of values per value of one facet, in the first column (per).
 """
 
 import asyncio
@@ -14,6 +23,7 @@ import re
 import sqlite3
 import urllib.parse
 from pathlib import Path
+from typing import NamedTuple
 
 from datasette.database import Results
 from datasette.filters import FilterArguments, Filters
@@ -27,9 +37,21 @@ NOT_FILTERS = {
     "_size", "_sort", "_sort_desc", "_next", "_nocount", "_nofacet", "_nosuggest", "_trace", "_shape",
     "_labels", "_nolabels", "_json", "_json_infinity", "_col", "_nocol", "_timelimit", "_ttl", "_context",
 }  # fmt: skip
+COLUMN_FACET, ARRAY_FACET = "precounted", "precounted_array"  # the plugin's facet types (facets.py)
+NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
 
-# (database, table, rows): the count of the page being answered, when its cube knew it.
-_COUNTED = contextvars.ContextVar("spack_cache_db_cube_count", default=None)
+
+class Count(NamedTuple):
+    """How the count query of the page being answered is answered: its rows when the build counted them,
+    or else SQL that counts them (with the page's parameters) within the facet time limit."""
+
+    database: str
+    table: str
+    rows: int | None = None
+    sql: str | None = None
+
+
+_COUNTED = contextvars.ContextVar("spack_cache_db_count", default=None)
 
 
 def column_and_lookup(key):
@@ -38,84 +60,223 @@ def column_and_lookup(key):
     return (column, lookup) if column else (key, "exact")
 
 
-def cube_filters(query_string):
-    """[(column, "=" or "contains", value)] for a page filtered only by exact values (and, on an array column,
-    by a value it contains); None for any other filter, a search or SQL."""
-    filters = []
+def _special(key):
+    """Whether a request argument is one of Datasette's (_size, _search, _where...), not a column's filter."""
+    return key.startswith("_") and "__" not in key
+
+
+def _shows_only(key):
+    """Whether a special argument changes how a page looks, not which rows it has."""
+    return key in NOT_FILTERS or key.startswith("_facet")
+
+
+def facet_filters(query_string, facets):
+    """[(facet, value)] of a page filtered only by exact values of facet columns and values their arrays
+    contain (facets: {column: whether an array}); None for any other filter, a search or SQL."""
+    selected = []
     for key, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
-        if key.startswith("_"):
-            if key in NOT_FILTERS or key.startswith("_facet"):
+        if _special(key):
+            if _shows_only(key):
                 continue
             return None
         column, lookup = column_and_lookup(key)
-        if lookup == "exact":
-            filters.append((column, "=", value))
-        elif lookup == "arraycontains":
-            filters.append((column, "contains", value))
-        else:
+        if column not in facets or lookup != ("arraycontains" if facets[column] else "exact"):
             return None
-    return filters
+        selected.append((column, value))
+    return selected
 
 
-def cube_where(filters):
-    """The WHERE clause (and its parameters) that selects the cube rows of these filters."""
-    where = " and ".join(
-        f"{escape_sqlite(column)} = ?"
-        if operator == "="
-        else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
-        for column, operator, _ in filters
-    )
-    return where or "1", [value for _, _, value in filters]
+def counted_facets(datasette, database, table):
+    """{column: whether an array} of the facets metadata gives the table that the build counted."""
+    configs = (datasette.table_metadata(database, table) or {}).get("facets") or []
+    types = {COLUMN_FACET: False, ARRAY_FACET: True}
+    return {
+        config[kind]: is_array
+        for config in configs
+        if isinstance(config, dict)
+        for kind, is_array in types.items()
+        if kind in config
+    }
 
 
-async def cube_columns(db, table):
-    """The columns of table's cube, or None when db may change or has no cube for table."""
-    cube = f"{table}_cube"
-    if db.is_mutable or not await db.table_exists(cube):
+class Cube:
+    """A table with one row per combination of the values of some facet columns (its own columns), and how
+    many rows of the view have them (in its count column): it answers pages filtered by and faceted on these
+    columns alone, at a cost of its rows that match."""
+
+    def __init__(self, cube, count, columns):
+        self.cube, self.count, self.columns = escape_sqlite(cube), escape_sqlite(count), set(columns)
+
+    def count_query(self, selected):
+        if not selected or not {column for column, _ in selected} <= self.columns:
+            return None
+        where, params = self._where(selected)
+        return f"select coalesce(sum({self.count}), 0) from {self.cube} where {where}", params
+
+    def facet_query(self, selected, column):
+        if not {column, *(column for column, _ in selected)} <= self.columns:
+            return None
+        where, params = self._where(selected)
+        return (
+            f"select {escape_sqlite(column)} as value, sum({self.count}) as count from {self.cube} where {where}"
+            " group by value order by count desc, value",
+            params,
+        )
+
+    @staticmethod
+    def _where(selected):
+        return " and ".join(f"{escape_sqlite(column)} = ?" for column, _ in selected) or "1", [v for _, v in selected]
+
+
+class FacetTables:
+    """Rows per value of each facet (values), per pair of values (pairs) and per pair per value of one facet
+    (per): a count of a page filtered by one, two or (one of them per's) three values, and the facets of a page
+    filtered by none, one, or per's and one, are rows read from one index, about as many as the values shown."""
+
+    def __init__(self, values, pairs, per, per_facet):
+        self.values, self.pairs, self.per = (escape_sqlite(table) for table in (values, pairs, per))
+        self.per_facet = per_facet
+
+    def count_query(self, selected):
+        selected = sorted(set(selected))
+        if len(selected) == 1:
+            return f"select coalesce(sum(binaries), 0) from {self.values} where facet = ? and value = ?", selected[0]
+        if len(selected) == 2:
+            return (
+                f"select coalesce(sum(binaries), 0) from {self.pairs}"
+                " where facet = ? and value = ? and other = ? and other_value = ?",
+                [*selected[0], *selected[1]],
+            )
+        per, others = self._split(selected)
+        if per is not None and len(others) == 2:
+            return (
+                f"select coalesce(sum(binaries), 0) from {self.per}"
+                f" where {escape_sqlite(self.per_facet)} = ? and facet = ? and value = ? and other = ? and other_value = ?",
+                [per, *others[0], *others[1]],
+            )
         return None
-    return set(await db.table_columns(cube)) - {"count"}
+
+    def facet_query(self, selected, column):
+        selected = sorted(set(selected))
+        order = " order by count desc, value"
+        if not selected:
+            return f"select value, binaries as count from {self.values} where facet = ?{order}", [column]
+        if len(selected) == 1:
+            return (
+                f"select other_value as value, binaries as count from {self.pairs}"
+                f" where facet = ? and value = ? and other = ?{order}",
+                [*selected[0], column],
+            )
+        per, others = self._split(selected)
+        if per is not None and len(others) == 1 and column != self.per_facet:
+            return (
+                f"select other_value as value, binaries as count from {self.per}"
+                f" where {escape_sqlite(self.per_facet)} = ? and facet = ? and value = ? and other = ?{order}",
+                [per, *others[0], column],
+            )
+        return None
+
+    def _split(self, selected):
+        """(the value of per's facet, the other selections), or (None, selected) unless exactly one is per's."""
+        per = [value for facet, value in selected if facet == self.per_facet]
+        if len(per) != 1:
+            return None, selected
+        return per[0], [(facet, value) for facet, value in selected if facet != self.per_facet]
+
+
+def count_tables(datasette, database, table):
+    """The count tables of a table page (Cube or FacetTables, in the order metadata's counted_by names them)
+    when the database cannot change: none when it can."""
+    if datasette.get_database(database).is_mutable:
+        return []
+    return [
+        Cube(**tables) if "cube" in tables else FacetTables(**tables)
+        for tables in _plugin_config(datasette, database, table).get("counted_by") or []
+    ]
+
+
+def count_query(tables, selected):
+    """SQL and parameters counting the rows of a page with these selections, from the first count tables that
+    answer it cheaply; None when none does."""
+    return next(filter(None, (counted.count_query(selected) for counted in tables)), None)
+
+
+def facet_query(tables, selected, column, is_array):
+    """SQL and parameters of a facet's (value, count) rows in Datasette's order, from the first count tables
+    that answer it cheaply; None when none does. A column filtered by one value shows that value and the
+    page's rows."""
+    if not is_array and column in dict(selected):
+        counted = count_query(tables, selected)
+        if counted is None:
+            return None
+        sql, params = counted
+        return f"with counted(rows) as ({sql}) select ? as value, rows as count from counted where rows > 0", [
+            *params,
+            dict(selected)[column],
+        ]
+    return next(filter(None, (counted.facet_query(selected, column) for counted in tables)), None)
 
 
 async def remember_count(request, database, table, datasette):
-    """Work out a page's row count from the cube when its filters allow, for answer_counts to give."""
-    filters = cube_filters(request.query_string)
-    if filters is None:
+    """Work out how the page's count query is answered (a Count), for answer_counts to give."""
+    if datasette.get_database(database).is_mutable:
         return
-    db = datasette.get_database(database)
-    columns = await cube_columns(db, table)
-    if columns is None or not {column for column, _, _ in filters} <= columns:
-        return
-    where, params = cube_where(filters)
-    counted = await db.execute(
-        f"select coalesce(sum(count), 0) from {escape_sqlite(f'{table}_cube')} where {where}", params
-    )
-    _COUNTED.set((database, table, counted.rows[0][0]))
+    rows = None
+    selected = facet_filters(request.query_string, counted_facets(datasette, database, table))
+    counted = None if selected is None else count_query(count_tables(datasette, database, table), selected)
+    if counted is not None:
+        rows = (await datasette.get_database(database).execute(*counted)).rows[0][0]
+    _COUNTED.set(Count(database, table, rows, _count_through_rows(request, database, table, datasette)))
 
 
-def answer_counts(db, database):
-    """Make db answer the count query of a page whose count remember_count worked out, without running it."""
+def _count_through_rows(request, database, table, datasette):
+    """SQL counting the page's rows on narrow_by's rows table (one row per row of the view, with its key) when
+    the page is filtered by nothing but narrow_by's columns and a search of the full-text index on the key
+    (with the names of Datasette's parameters); or None."""
+    narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
+    metadata = datasette.table_metadata(database, table) or {}
+    if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
+        return None
+    where = []
+    for key in request.args:
+        if key == "_search" and metadata.get("fts_pk") == narrow_by["key"]:
+            fts = escape_sqlite(metadata["fts_table"])
+            key_column = escape_sqlite(narrow_by["key"])
+            where.append(f"{key_column} in (select rowid from {fts} where {fts} match escape_fts(:search))")
+        elif _special(key):
+            if not _shows_only(key):
+                return None
+        elif column_and_lookup(key)[0] not in narrow_by["columns"]:
+            return None
+    narrowed = _narrowing(request, database, table, datasette)
+    where += narrowed.where_clauses if narrowed else []
+    return f"select count(*) from {escape_sqlite(narrow_by['rows'])} where {' and '.join(where)}" if where else None
+
+
+def answer_counts(datasette, db, database):
+    """Make db answer the count query of a table page as remember_count worked out: with the rows the build
+    counted, or counted live within the facet time limit (a count that takes longer is left out)."""
     execute = db.execute
 
     async def execute_or_answer(sql, params=None, *args, **kwargs):
         counted = _COUNTED.get()
-        if counted is not None and counted[0] == database:
-            _, table, rows = counted
-            if sql.startswith(f"select count(*) from {escape_sqlite(table)} "):
+        if counted is not None and counted.database == database:
+            if sql.startswith(f"select count(*) from {escape_sqlite(counted.table)} "):
                 _COUNTED.set(None)
-                return Results([(rows,)], False, [("count(*)",)])
+                if counted.rows is not None:
+                    return Results([(counted.rows,)], False, [("count(*)",)])
+                limit = datasette.setting("facet_time_limit_ms")
+                return await execute(counted.sql or sql, params, custom_time_limit=limit)
         return await execute(sql, params, *args, **kwargs)
 
     db.execute = execute_or_answer
 
 
-NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
-
-
 def filters_from_request(request, database, table, datasette):
-    """The page's row count, from the view's cube when the filters allow (remember_count); and a filter on columns
-    that a row's key determines also selects the keys, from a smaller table or view with one row per key that
-    has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come through its
-    index on the key instead of a scan of every row. The clause never changes which rows match."""
+    """The page's row count, from the count tables when the filters allow (remember_count); and a filter on
+    columns that a row's key determines also selects the keys, from a smaller table or view with one row per
+    key that has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come
+    through its index on the key instead of a scan of every row. The clause never changes which rows match."""
 
     async def count_and_narrow():
         await remember_count(request, database, table, datasette)
@@ -126,14 +287,18 @@ def filters_from_request(request, database, table, datasette):
     return count_and_narrow
 
 
+def _plugin_config(datasette, database, table):
+    return datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}
+
+
 def _narrowing(request, database, table, datasette):
-    narrow_by = (datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}).get("narrow_by")
+    narrow_by = _plugin_config(datasette, database, table).get("narrow_by")
     if not narrow_by:
         return None
     pairs = [
         (key, value)
         for key in request.args
-        if not (key.startswith("_") and "__" not in key) and column_and_lookup(key)[0] in narrow_by["columns"]
+        if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
         for value in request.args.getlist(key)
     ]
     where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
