@@ -521,9 +521,14 @@ def _named(facet, alias):
     )
 
 
+_SCALARS = [counted.column for counted in BINARY_FACETS.values() if counted.members is None]
+
+
 def _per_tag(facets, into):
     """INSERT INTO into (tag, then for each facet its name and value, then binaries): the recounted tags'
-    binaries per tag and values of these facets, grouped by their ids before their values are named."""
+    binaries per tag and values of these facets, grouped by their ids before their values are named (from
+    scalar_counts, binaries per tag and value of every facet but arrays, when none of these is one)."""
+    counted = "binary_counts" if any(BINARY_FACETS[facet].members for facet in facets) else "scalar_counts"
     aliased = {f"f{n}": facet for n, facet in enumerate(facets)}
     ids = ", ".join(f"{BINARY_FACETS[facet].column} AS {alias}" for alias, facet in aliased.items())
     named = " ".join(_named(facet, alias) for alias, facet in aliased.items())
@@ -531,7 +536,7 @@ def _per_tag(facets, into):
     keys = ", ".join(f"{alias}.id" for alias in aliased)
     return f"""INSERT INTO {into}
     SELECT tags.name, {values}, sum(grouped.n)
-    FROM (SELECT tag_id, {ids}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(["tag_id", *aliased])}) AS grouped
+    FROM (SELECT tag_id, {ids}, sum(n) AS n FROM {counted} GROUP BY {", ".join(["tag_id", *aliased])}) AS grouped
     JOIN tags ON tags.id = grouped.tag_id {named}
     GROUP BY grouped.tag_id, {keys}"""
 
@@ -598,19 +603,17 @@ RECOUNT_TAGS = [
     CROSS JOIN listings ON listings.id = listing_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
     GROUP BY 1, 2""",
-    """INSERT INTO binary_stacks_cube
-    SELECT tags.name, stacks.name, sum(n)
-    FROM binary_counts
-    JOIN tags ON tags.id = tag_id JOIN stack_set_members USING (stack_set_id)
-    JOIN stacks ON stacks.id = stack_set_members.stack_id
-    GROUP BY tags.name, stacks.name""",
+    f"""CREATE TEMP TABLE scalar_counts AS
+    SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",
     f"""INSERT INTO binaries_facet_counts
-    SELECT '{PER_TAG}', tags.name, sum(n) FROM binary_counts JOIN tags ON tags.id = tag_id GROUP BY tag_id""",
+    SELECT '{PER_TAG}', tags.name, sum(n) FROM scalar_counts JOIN tags ON tags.id = tag_id GROUP BY tag_id""",
     "CREATE TEMP TABLE tag_values (tag TEXT, facet TEXT, value TEXT, binaries INTEGER)",
     *(_per_tag([facet], "tag_values") for facet in _COUNTED_PER_TAG),
     f"INSERT INTO binaries_facet_pairs SELECT '{PER_TAG}', tag, facet, value, binaries FROM tag_values",
     f"INSERT INTO binaries_facet_pairs SELECT facet, value, '{PER_TAG}', tag, binaries FROM tag_values",
     "INSERT INTO value_changes SELECT facet, value, binaries FROM tag_values",
+    # binary_stacks has a row per binary and stack: per tag and stack, the binaries of the tag in the stack.
+    "INSERT INTO binary_stacks_cube SELECT tag, value, binaries FROM tag_values WHERE facet = 'stacks'",
     *(_per_tag(pair, "binaries_tag_facet_pairs") for pair in _PAIRS),
     f"""INSERT INTO binaries_tag_facet_pairs SELECT tag, other, other_value, facet, value, binaries
     FROM binaries_tag_facet_pairs WHERE tag IN {_RECOUNTED} AND other <> facet""",
@@ -625,7 +628,7 @@ RECOUNT_TAGS = [
 ]
 RECOUNT_TEMPORARIES = (
     "recount", "recounted_tags", "value_changes", "pair_changes", "page_listing_counts", "package_counts",
-    "binary_counts", "tag_values",
+    "binary_counts", "scalar_counts", "tag_values",
 )  # fmt: skip
 VIEW_COUNTS = {
     "binaries": f"SELECT coalesce(sum(binaries), 0) FROM binaries_facet_counts WHERE facet = '{PER_TAG}'",

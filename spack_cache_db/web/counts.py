@@ -43,12 +43,13 @@ NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request ad
 
 class Count(NamedTuple):
     """How the count query of the page being answered is answered: its rows when the build counted them,
-    or else SQL that counts them (with the page's parameters) within the facet time limit."""
+    or else SQL that counts them (with the page's parameters and its own) within the facet time limit."""
 
     database: str
     table: str
     rows: int | None = None
     sql: str | None = None
+    params: dict | None = None
 
 
 _COUNTED = contextvars.ContextVar("spack_cache_db_count", default=None)
@@ -221,22 +222,27 @@ async def remember_count(request, database, table, datasette):
     """Work out how the page's count query is answered (a Count), for answer_counts to give."""
     if datasette.get_database(database).is_mutable:
         return
-    rows = None
     selected = facet_filters(request.query_string, counted_facets(datasette, database, table))
+    rows = await _stored_count(datasette, database, table, selected)
+    _COUNTED.set(Count(database, table, rows, *_count_through_rows(request, database, table, datasette)))
+
+
+async def _stored_count(datasette, database, table, selected):
+    """The rows of a page with these selections as the count tables count them; None when they cannot."""
     counted = None if selected is None else count_query(count_tables(datasette, database, table), selected)
-    if counted is not None:
-        rows = (await datasette.get_database(database).execute(*counted)).rows[0][0]
-    _COUNTED.set(Count(database, table, rows, _count_through_rows(request, database, table, datasette)))
+    if counted is None:
+        return None
+    return (await datasette.get_database(database).execute(*counted)).rows[0][0]
 
 
 def _count_through_rows(request, database, table, datasette):
-    """SQL counting the page's rows on narrow_by's rows table (one row per row of the view, with its key) when
-    the page is filtered by nothing but narrow_by's columns and a search of the full-text index on the key
-    (with the names of Datasette's parameters); or None."""
+    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table (one row per
+    row of the view, with its key) when the page is filtered by nothing but narrow_by's columns and a search
+    of the full-text index on the key; or (None, None)."""
     narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
     metadata = datasette.table_metadata(database, table) or {}
     if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
-        return None
+        return None, None
     where = []
     for key in request.args:
         if key == "_search" and metadata.get("fts_pk") == narrow_by["key"]:
@@ -245,12 +251,16 @@ def _count_through_rows(request, database, table, datasette):
             where.append(f"{key_column} in (select rowid from {fts} where {fts} match escape_fts(:search))")
         elif _special(key):
             if not _shows_only(key):
-                return None
+                return None, None
         elif column_and_lookup(key)[0] not in narrow_by["columns"]:
-            return None
-    narrowed = _narrowing(request, database, table, datasette)
+            return None, None
+    narrowed = _narrowing(request, narrow_by)
     where += narrowed.where_clauses if narrowed else []
-    return f"select count(*) from {escape_sqlite(narrow_by['rows'])} where {' and '.join(where)}" if where else None
+    if not where:
+        return None, None
+    return f"select count(*) from {escape_sqlite(narrow_by['rows'])} where {' and '.join(where)}", (
+        narrowed.params if narrowed else {}
+    )
 
 
 def answer_counts(datasette, db, database):
@@ -266,7 +276,9 @@ def answer_counts(datasette, db, database):
                 if counted.rows is not None:
                     return Results([(counted.rows,)], False, [("count(*)",)])
                 limit = datasette.setting("facet_time_limit_ms")
-                return await execute(counted.sql or sql, params, custom_time_limit=limit)
+                if counted.sql is None:
+                    return await execute(sql, params, custom_time_limit=limit)
+                return await execute(counted.sql, {**(params or {}), **counted.params}, custom_time_limit=limit)
         return await execute(sql, params, *args, **kwargs)
 
     db.execute = execute_or_answer
@@ -274,13 +286,18 @@ def answer_counts(datasette, db, database):
 
 def filters_from_request(request, database, table, datasette):
     """The page's row count, from the count tables when the filters allow (remember_count); and a filter on
-    columns that a row's key determines also selects the keys, from a smaller table or view with one row per
-    key that has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come
-    through its index on the key instead of a scan of every row. The clause never changes which rows match."""
+    columns that a row's key determines also selects the keys (narrow_by), so that the view's rows come
+    through its index on the key instead of a scan of every row, unless the count tables say the filter
+    selects more than below_share of the rows: a scan then finds a page of them sooner than the keys are
+    gathered. The clause never changes which rows match."""
 
     async def count_and_narrow():
         await remember_count(request, database, table, datasette)
-        return _narrowing(request, database, table, datasette)
+        narrow_by = _plugin_config(datasette, database, table).get("narrow_by")
+        narrowed = _narrowing(request, narrow_by)
+        if narrowed is None or await _selects_many(request, database, table, datasette, narrow_by):
+            return None
+        return narrowed
 
     # Datasette calls it when it gets to it; a coroutine made here would be left unawaited (a warning in the
     # server's log) when another filter raises first, as a bad _through does.
@@ -291,8 +308,9 @@ def _plugin_config(datasette, database, table):
     return datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}
 
 
-def _narrowing(request, database, table, datasette):
-    narrow_by = _plugin_config(datasette, database, table).get("narrow_by")
+def _narrowing(request, narrow_by):
+    """key in (the keys of the rows of through whose column is the table_key of a row of table that the page's
+    filters on narrow_by's columns select): the matching rows of table first, then their keys by index."""
     if not narrow_by:
         return None
     pairs = [
@@ -307,10 +325,32 @@ def _narrowing(request, database, table, datasette):
     # Datasette's own filters already use :p0, :p1...
     where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
     key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
+    through, through_key, through_column = (
+        escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
+    )
+    selected = f"select {rows_key} from {rows} where {' and '.join(where)}"
     return FilterArguments(
-        [f"{key} in (select {rows_key} from {rows} where {' and '.join(where)})"],
+        [f"{key} in (select {through_key} from {through} where {through_column} in ({selected}))"],
         {f"{NARROWING}{name}": value for name, value in params.items()},
     )
+
+
+async def _selects_many(request, database, table, datasette, narrow_by):
+    """Whether the page's filters on narrow_by's columns, exact values of counted facets, select more than
+    narrow_by's below_share of the view's rows, as the count tables count them."""
+    narrowing = urllib.parse.urlencode(
+        [
+            (key, value)
+            for key, value in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True)
+            if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
+        ]
+    )
+    selected = facet_filters(narrowing, counted_facets(datasette, database, table))
+    rows = await _stored_count(datasette, database, table, selected)
+    if rows is None:
+        return False
+    stored = await datasette.get_database(database).execute("select count from row_counts where name = ?", [table])
+    return bool(stored.rows) and rows > narrow_by["below_share"] * stored.rows[0][0]
 
 
 async def use_stored_row_counts(datasette, name, db):
