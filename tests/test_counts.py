@@ -5,6 +5,7 @@ pairs and by a tag and a pair; they are read from the count tables wherever thos
 the values a facet shows whatever the combinations the data holds; a count they cannot answer is counted
 live within the facet time limit, or left out."""
 
+import asyncio
 import itertools
 import re
 import shutil
@@ -178,7 +179,7 @@ def facet_questions():
 
 def count_tables(db):
     """The count tables the plugin reads for the binaries page of a database called cache."""
-    return counts.count_tables(served(db), "cache", "binaries")
+    return asyncio.run(counts.count_tables(served(db), "cache", "binaries"))
 
 
 def vm_steps(db, sql, params):
@@ -248,3 +249,41 @@ def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
     for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs", "tag_cells"):
         rows = [sorted(sqlite3.connect(path).execute(f"SELECT * FROM {table}")) for path in (db, fresh)]
         assert rows[0] == rows[1], table
+
+
+@pytest.mark.asyncio
+async def test_a_database_without_the_count_tables_is_counted_live(spread, tmp_path):
+    """A database built before these count tables were (served by this plugin, metadata and all): its pages
+    answer, counted live."""
+    older = tmp_path / "cache.db"
+    shutil.copy(spread, older)
+    with sqlite3.connect(older) as conn:
+        for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs"):
+            conn.execute(f"DROP TABLE {table}")
+    for filters in ([], [("os", "rhel8")], [("tag", "develop"), ("stacks", "e4s")]):
+        data, sql = await answer(served(older), filters)
+        rows, facets = sql_counts(spread, filters)
+        assert data["filtered_table_rows_count"] == rows
+        assert {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS} == facets
+
+
+@pytest.mark.asyncio
+async def test_a_package_is_counted_from_its_versions_counts(shaped):
+    """A page of a package (and a tag): its count and its tags from the binaries per version and tag the build
+    counted (version_tags), the other facets live."""
+    conn = sqlite3.connect(shaped)
+    package, tag = conn.execute("SELECT package, tag FROM binaries GROUP BY 1, 2 ORDER BY count(*) DESC").fetchone()
+    for query, condition, params in (
+        (f"package={package}", "package = ?", [package]),
+        (f"package={package}&tag={tag}", "package = ? AND tag = ?", [package, tag]),
+    ):
+        response = await traced(served(shaped), f"/cache/binaries.json?{query}&_facet_size=max")
+        data = response.json()
+        sql = [trace["sql"] for trace in data["_trace"]["traces"]]
+        assert data["filtered_table_rows_count"] == conn.execute(
+            f"SELECT count(*) FROM binaries WHERE {condition}", params
+        ).fetchone()[0]
+        assert not any(statement.startswith(LIVE_COUNT) for statement in sql)
+        tags = dict(conn.execute(f"SELECT tag, count(*) FROM binaries WHERE {condition} GROUP BY tag", params))
+        assert {value["value"]: value["count"] for value in data["facet_results"]["tag"]["results"]} == tags
+        assert all("select compiler, os, stacks, target from" in s for s in sql if s.startswith(LIVE_FACETS))

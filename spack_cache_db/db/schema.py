@@ -13,7 +13,9 @@ import sqlite_utils
 
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
-SCHEMA_VERSION = 4  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades
+SCHEMA_VERSION = (
+    5  # 3: build-cache indexes, dependencies between specs, sources' identity; 4: cascades; 5: facet counts
+)
 
 TABLES = """
 CREATE TABLE tags (
@@ -510,7 +512,7 @@ BINARY_FACETS = {
 
 
 def _named(facet, alias):
-    """Joins from grouped.<alias> (the facet's binary_counts column) to the facet's values, named <alias>.name."""
+    """Joins from grouped.<alias> (the facet's binary_counts column) to the facet's values, in the table <alias>."""
     counted = BINARY_FACETS[facet]
     if counted.members is None:
         return f"JOIN {counted.names} AS {alias} ON {alias}.id = grouped.{alias}"

@@ -22,6 +22,7 @@ import contextvars
 import re
 import sqlite3
 import urllib.parse
+import weakref
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +54,7 @@ class Count(NamedTuple):
 
 
 _COUNTED = contextvars.ContextVar("spack_cache_db_count", default=None)
+_TABLES = weakref.WeakKeyDictionary()  # a database that cannot change: the names of its tables and views
 
 
 def column_and_lookup(key):
@@ -101,21 +103,22 @@ def counted_facets(datasette, database, table):
 
 
 class Cube:
-    """A table with one row per combination of the values of some facet columns (its own columns), and how
-    many rows of the view have them (in its count column): it answers pages filtered by and faceted on these
-    columns alone, at a cost of its rows that match."""
+    """A table with one row per combination of the values of some columns of the view (its own columns), and
+    how many rows of the view have them (in its count column): it answers pages filtered by and faceted on
+    these columns alone, at a cost of its rows that match."""
 
     def __init__(self, cube, count, columns):
-        self.cube, self.count, self.columns = escape_sqlite(cube), escape_sqlite(count), set(columns)
+        self.tables, self.columns = {cube}, dict.fromkeys(columns, False)
+        self.cube, self.count = escape_sqlite(cube), escape_sqlite(count)
 
     def count_query(self, selected):
-        if not selected or not {column for column, _ in selected} <= self.columns:
+        if not selected or not _covers(self, selected):
             return None
         where, params = self._where(selected)
         return f"select coalesce(sum({self.count}), 0) from {self.cube} where {where}", params
 
     def facet_query(self, selected, column):
-        if not {column, *(column for column, _ in selected)} <= self.columns:
+        if not _covers(self, selected, column):
             return None
         where, params = self._where(selected)
         return (
@@ -131,14 +134,18 @@ class Cube:
 
 class FacetTables:
     """Rows per value of each facet (values), per pair of values (pairs) and per pair per value of one facet
-    (per): a count of a page filtered by one, two or (one of them per's) three values, and the facets of a page
-    filtered by none, one, or per's and one, are rows read from one index, about as many as the values shown."""
+    (per), for the facets columns names ({column: whether an array}): a count of a page filtered by one, two or
+    (one of them per's) three values, and the facets of a page filtered by none, one, or per's and one, are
+    rows read from one index, about as many as the values shown."""
 
-    def __init__(self, values, pairs, per, per_facet):
+    def __init__(self, values, pairs, per, per_facet, columns):
+        self.tables, self.columns = {values, pairs, per}, columns
         self.values, self.pairs, self.per = (escape_sqlite(table) for table in (values, pairs, per))
         self.per_facet = per_facet
 
     def count_query(self, selected):
+        if not _covers(self, selected):
+            return None
         selected = sorted(set(selected))
         if len(selected) == 1:
             return f"select coalesce(sum(binaries), 0) from {self.values} where facet = ? and value = ?", selected[0]
@@ -158,6 +165,8 @@ class FacetTables:
         return None
 
     def facet_query(self, selected, column):
+        if not _covers(self, selected, column):
+            return None
         selected = sorted(set(selected))
         order = " order by count desc, value"
         if not selected:
@@ -185,15 +194,31 @@ class FacetTables:
         return per[0], [(facet, value) for facet, value in selected if facet != self.per_facet]
 
 
-def count_tables(datasette, database, table):
+def _covers(tables, selected, *columns):
+    """Whether count tables count every column of these selections and these columns."""
+    return {column for column, _ in selected} | set(columns) <= set(tables.columns)
+
+
+async def count_tables(datasette, database, table):
     """The count tables of a table page (Cube or FacetTables, in the order metadata's counted_by names them)
-    when the database cannot change: none when it can."""
-    if datasette.get_database(database).is_mutable:
+    that the database has, when it cannot change: none when it can (a database built before a count table
+    was, counted live)."""
+    db = datasette.get_database(database)
+    if db.is_mutable:
         return []
-    return [
-        Cube(**tables) if "cube" in tables else FacetTables(**tables)
+    if db not in _TABLES:
+        _TABLES[db] = {*await db.table_names(), *await db.view_names()}
+    facets = counted_facets(datasette, database, table)
+    counted = [
+        Cube(**tables) if "cube" in tables else FacetTables(**tables, columns=facets)
         for tables in _plugin_config(datasette, database, table).get("counted_by") or []
     ]
+    return [tables for tables in counted if tables.tables <= _TABLES[db]]
+
+
+def countable(tables):
+    """{column: whether an array} of every column some count tables count."""
+    return {column: is_array for counted in tables for column, is_array in counted.columns.items()}
 
 
 def count_query(tables, selected):
@@ -222,14 +247,15 @@ async def remember_count(request, database, table, datasette):
     """Work out how the page's count query is answered (a Count), for answer_counts to give."""
     if datasette.get_database(database).is_mutable:
         return
-    selected = facet_filters(request.query_string, counted_facets(datasette, database, table))
-    rows = await _stored_count(datasette, database, table, selected)
-    _COUNTED.set(Count(database, table, rows, *_count_through_rows(request, database, table, datasette)))
+    tables = await count_tables(datasette, database, table)
+    rows = await _stored_count(datasette, database, tables, facet_filters(request.query_string, countable(tables)))
+    sql, params = (None, None) if rows is not None else _count_through_rows(request, database, table, datasette)
+    _COUNTED.set(Count(database, table, rows, sql, params))
 
 
-async def _stored_count(datasette, database, table, selected):
+async def _stored_count(datasette, database, tables, selected):
     """The rows of a page with these selections as the count tables count them; None when they cannot."""
-    counted = None if selected is None else count_query(count_tables(datasette, database, table), selected)
+    counted = None if selected is None else count_query(tables, selected)
     if counted is None:
         return None
     return (await datasette.get_database(database).execute(*counted)).rows[0][0]
@@ -345,8 +371,8 @@ async def _selects_many(request, database, table, datasette, narrow_by):
             if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
         ]
     )
-    selected = facet_filters(narrowing, counted_facets(datasette, database, table))
-    rows = await _stored_count(datasette, database, table, selected)
+    tables = await count_tables(datasette, database, table)
+    rows = await _stored_count(datasette, database, tables, facet_filters(narrowing, countable(tables)))
     if rows is None:
         return False
     stored = await datasette.get_database(database).execute("select count from row_counts where name = ?", [table])

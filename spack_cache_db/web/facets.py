@@ -44,7 +44,7 @@ class _Precounted(Facet):
         if not configs:
             return [], []
         facet_size = self.get_facet_size()
-        stored = self._stored_queries()
+        stored = await self._stored_queries()
         counted, timed_out = {}, []
         for column, _ in configs:
             if column in stored:
@@ -81,11 +81,11 @@ class _Precounted(Facet):
             "selected": selected,
         }
 
-    def _stored_queries(self):
+    async def _stored_queries(self):
         """{column: (SQL, parameters)} of every precounted facet of the page the count tables answer."""
-        tables = counts.count_tables(self.ds, self.database, self.table)
+        tables = await counts.count_tables(self.ds, self.database, self.table)
         facets = counts.counted_facets(self.ds, self.database, self.table)
-        selected = counts.facet_filters(self.request.query_string, facets)
+        selected = counts.facet_filters(self.request.query_string, counts.countable(tables))
         if not tables or selected is None or not self._filters_alone(selected):
             return {}
         queries = {
