@@ -280,9 +280,10 @@ async def test_a_package_is_counted_from_its_versions_counts(shaped):
         response = await traced(served(shaped), f"/cache/binaries.json?{query}&_facet_size=max")
         data = response.json()
         sql = [trace["sql"] for trace in data["_trace"]["traces"]]
-        assert data["filtered_table_rows_count"] == conn.execute(
-            f"SELECT count(*) FROM binaries WHERE {condition}", params
-        ).fetchone()[0]
+        assert (
+            data["filtered_table_rows_count"]
+            == conn.execute(f"SELECT count(*) FROM binaries WHERE {condition}", params).fetchone()[0]
+        )
         assert not any(statement.startswith(LIVE_COUNT) for statement in sql)
         tags = dict(conn.execute(f"SELECT tag, count(*) FROM binaries WHERE {condition} GROUP BY tag", params))
         assert {value["value"]: value["count"] for value in data["facet_results"]["tag"]["results"]} == tags

@@ -297,7 +297,7 @@ async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache
 NARROWED = [
     "os=ubuntu20.04",
     "version=1.14.6",
-    "tag=develop&package=py-mpi4py",
+    "tag=develop&package=bolt",
     "os__not=ubuntu22.04&compiler__startswith=gcc",
     "variants__contains=%2Bmpi",
     "stacks__arraycontains=e4s&os=ubuntu20.04",
@@ -337,7 +337,9 @@ async def test_filters_on_what_a_listing_determines_go_through_the_listings_and_
     assert "page_specs_by_listing" in plan
 
 
-@pytest.mark.parametrize("query", ["os=ubuntu22.04", "target=x86_64_v3&compiler=gcc@11.4.0", "_search=mpi&os=sequoia"])
+@pytest.mark.parametrize(
+    "query", ["os=ubuntu22.04", "target=x86_64_v3&compiler=gcc@11.4.0", "_search=mpi&os=sequoia", "package=py-mpi4py"]
+)
 @pytest.mark.asyncio
 async def test_filters_that_match_a_large_share_of_the_binaries_are_not_narrowed_and_keep_the_rows(cache_db, query):
     """Values the count tables count on more than a tenth of the binaries: a scan finds a page of them sooner
