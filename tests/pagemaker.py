@@ -96,3 +96,48 @@ def _as_text(value):
     if isinstance(value, list):
         return [_as_text(item) for item in value]
     return str(value)
+
+
+SPREAD_OSS = ("ubuntu22.04", "ubuntu24.04", "rhel8", "rocky9")
+SPREAD_TARGETS = ("x86_64_v3", "zen3", "zen4", "skylake_avx512", "x86_64_v4")
+SPREAD_COMPILERS = ("gcc@13.2.0", "gcc@11.4.0", "oneapi@2025.1.0", "clang@18.1.0")
+SPREAD_STACKS = ("e4s", "hep", "radiuss", "data-vis-sdk", "ml-linux-x86_64-cpu", "tools")
+
+
+def spread_environment(rng, n):
+    """(os, target, compiler, stacks) of the n-th binary of a spread-shaped page: the first ones go through
+    every value, the others are drawn at random, each binary in root and one to three of the stacks."""
+    values = (SPREAD_OSS, SPREAD_TARGETS, SPREAD_COMPILERS, SPREAD_STACKS)
+    if n < max(map(len, values)):
+        os_name, target, compiler, stack = (choices[n % len(choices)] for choices in values)
+        return os_name, target, compiler, ["root", stack]
+    stacks = rng.sample(SPREAD_STACKS, rng.randint(1, 3))
+    return rng.choice(SPREAD_OSS), rng.choice(SPREAD_TARGETS), rng.choice(SPREAD_COMPILERS), ["root", *stacks]
+
+
+def write_spread_corpus(root, tags, packages, specs_per_page):
+    """A synthetic checkout in the spread shape: every package in every tag, each binary built in one of many
+    os x target x compiler combinations and listed in a random subset of the tag's stacks, so that the
+    binaries spread over many combinations of few distinct values (the same values whatever the size)."""
+    import random
+
+    for tag in tags:
+        for package_number in range(packages):
+            package = f"pkg{package_number}"
+            rng = random.Random(f"{tag}/{package}")
+            specs = []
+            for n in range(specs_per_page):
+                os_name, target, compiler, stacks = spread_environment(rng, n)
+                specs.append(
+                    spec(
+                        f"{tag}/{package}/{n}",
+                        versions=[f"1.{n % 3}"],
+                        os=os_name,
+                        target=target,
+                        compiler=compiler,
+                        stacks=stacks,
+                        variants=["build_system=cmake", f"+opt{n % 4}"],
+                    )
+                )
+            write_page(root, package, tag, specs)
+    return root

@@ -40,7 +40,9 @@ CANONICAL = {
     " JOIN listing_texts ON listing_texts.id = listings_fts.rowid WHERE listings_fts MATCH 'mpi OR e4s OR bolt'"
     " ORDER BY 1, 2, 3",
     "package_search": "SELECT name FROM packages WHERE id IN (SELECT rowid FROM packages_fts WHERE packages_fts MATCH 'olt')",
-    "binaries_cube": "SELECT * FROM binaries_cube ORDER BY tag, os, target, compiler, stacks",
+    "binaries_facet_counts": "SELECT * FROM binaries_facet_counts ORDER BY facet, value",
+    "binaries_facet_pairs": "SELECT * FROM binaries_facet_pairs ORDER BY facet, value, other, other_value",
+    "binaries_tag_facet_pairs": "SELECT * FROM binaries_tag_facet_pairs ORDER BY tag, facet, value, other, other_value",
     "binary_stacks_cube": "SELECT * FROM binary_stacks_cube ORDER BY tag, stack",
     "tag_cells": "SELECT * FROM tag_cells ORDER BY tag, os, target, compiler",
     # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics

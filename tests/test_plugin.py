@@ -1,4 +1,4 @@
-"""The Datasette plugin: unfiltered binaries and binary_stacks pages count and facet from the build's counts."""
+"""The Datasette plugin: binaries and binary_stacks pages count and facet from the build's counts."""
 
 import json
 import re
@@ -158,7 +158,7 @@ async def test_pages_listing_tables_answer_after_start_up(cache_db, path):
     assert response.status_code == 200, response.text[:500]
 
 
-@pytest.mark.parametrize("view", ["binaries", "binary_stacks"])
+@pytest.mark.parametrize("view", ["binaries", "binary_stacks", "dependencies"])
 @pytest.mark.asyncio
 async def test_a_whole_view_is_counted_from_the_stored_row_counts(cache_db, tmp_path, view):
     copy = tmp_path / "cache.db"
@@ -192,17 +192,37 @@ async def test_a_page_of_one_tag_facets_from_stored_counts_that_equal_live_ones(
         assert shown(data["facet_results"][column]) == expected, column
 
 
+def count_columns(table):
+    """{count table: its column of counts} of the count tables metadata names for a table page."""
+    columns = {}
+    for tables in METADATA["databases"]["cache"]["tables"][table]["plugins"]["spack-cache-db"]["counted_by"]:
+        if "cube" in tables:
+            columns[tables["cube"]] = tables["count"]
+        else:
+            columns.update({tables[kind]: "binaries" for kind in ("values", "pairs", "per")})
+    return columns
+
+
+def mark_counts(db_path, change):
+    """Change every count of the binaries page's count tables in a copy: SET count = <change>, the count
+    column called {count}."""
+    with sqlite3.connect(db_path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, column in count_columns("binaries").items():
+            if table in tables:  # not version_tags, a view of tag_version_counts
+                conn.execute(f"UPDATE {table} SET {column} = {change.format(count=column)}")
+
+
 @pytest.mark.asyncio
-async def test_pages_filtered_by_cube_columns_alone_read_the_cube_and_others_do_not(cache_db, tmp_path):
-    """Marked counts in a copy show where the plugin reads the cube, and only there."""
+async def test_pages_the_count_tables_answer_read_them_and_others_do_not(cache_db, tmp_path):
+    """Marked counts in a copy show where the plugin reads the count tables, and only there."""
     copy = tmp_path / "cache.db"
     copy.write_bytes(cache_db.read_bytes())
-    with sqlite3.connect(copy) as conn:
-        conn.execute("UPDATE binaries_cube SET count = count + 1000")
+    mark_counts(copy, "{count} + 1000")
     ds = served(copy)
-    from_cube = ["", "?tag=develop", "?os=ubuntu22.04", "?tag=develop&os__exact=ubuntu22.04", "?stacks__arraycontains=e4s",
-                 "?tag=develop&_sort=package&_size=5"]  # fmt: skip
-    for query in from_cube:
+    from_tables = ["", "?tag=develop", "?os=ubuntu22.04", "?tag=develop&os__exact=ubuntu22.04", "?stacks__arraycontains=e4s",
+                   "?tag=develop&_sort=package&_size=5"]  # fmt: skip
+    for query in from_tables:
         data = await get_json(ds, f"/cache/binaries.json{query}")
         assert all(count >= 1000 for count in shown(data["facet_results"]["os"]).values()), query
     live = ["?package=bolt", "?tag=develop&package=bolt", "?tag__not=develop", "?_search=bolt", "?_where=1"]
@@ -221,7 +241,7 @@ async def test_pages_filtered_by_cube_columns_alone_read_the_cube_and_others_do_
         "compiler=gcc@11.4.0&os=ubuntu22.04",
     ],
 )
-async def test_facets_from_the_cube_equal_live_ones(cache_db, query):
+async def test_facets_from_the_count_tables_equal_live_ones(cache_db, query):
     data = await get_json(served(cache_db), f"/cache/binaries.json?{query}&_facet_size=max")
     conditions, params = [], []
     for pair in query.split("&"):
@@ -238,14 +258,24 @@ async def test_facets_from_the_cube_equal_live_ones(cache_db, query):
 
 
 def test_every_precounted_facet_in_metadata_is_counted_by_the_build(cache_db):
+    """Each precounted facet is a column the first count tables metadata names for its table count: the facets
+    the values table has, or the columns of a cube (which the cube has)."""
+    tables = METADATA["databases"]["cache"]["tables"]
     configured = {
         (table, next(iter(facet.values())))
-        for table, settings in METADATA["databases"]["cache"]["tables"].items()
+        for table, settings in tables.items()
         for facet in settings.get("facets", [])
         if isinstance(facet, dict) and next(iter(facet)).startswith("precounted")
     }
     conn = sqlite3.connect(cache_db)
-    counted = {(table, row[1]) for table in FACETS for row in conn.execute(f"PRAGMA table_info({table}_cube)")}
+    counted = set()
+    for table in FACETS:
+        first = tables[table]["plugins"]["spack-cache-db"]["counted_by"][0]
+        if "cube" in first:
+            assert set(first["columns"]) <= {row[1] for row in conn.execute(f"PRAGMA table_info({first['cube']})")}
+            counted |= {(table, column) for column in first["columns"]}
+        else:
+            counted |= {(table, row[0]) for row in conn.execute(f"SELECT DISTINCT facet FROM {first['values']}")}
     assert configured == {(table, column) for table, columns in FACETS.items() for column in columns}
     assert configured <= counted
 
@@ -265,41 +295,67 @@ async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache
 
 
 NARROWED = [
-    "os=ubuntu22.04",
+    "os=ubuntu20.04",
     "version=1.14.6",
-    "tag=develop&package=py-mpi4py",
+    "tag=develop&package=bolt",
     "os__not=ubuntu22.04&compiler__startswith=gcc",
     "variants__contains=%2Bmpi",
-    "stacks__arraycontains=e4s&target=x86_64_v3",
-    "_search=mpi&target=x86_64_v3",
+    "stacks__arraycontains=e4s&os=ubuntu20.04",
+    "_search=mpi&target=x86_64_v4",
 ]
+NARROWING = re.compile(
+    r" and listing_id in \(select id from listings where configuration_id in \(select .*?\)\)\s*(?=limit|order|$)"
+)
+
+
+def connect_as_datasette(db_path):
+    conn = sqlite3.connect(db_path)
+    conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
+    return conn
+
+
+def rows_without_narrowing(db_path, sql, params):
+    """(tag, hash) of the rows of a page's SQL without the clause that narrows it, sorted."""
+    without = NARROWING.sub(" ", sql)
+    assert "select configuration_id from configuration_specs" not in without
+    conn = connect_as_datasette(db_path)
+    return sorted((row[0], row[4]) for row in conn.execute(without.replace("limit 1001", ""), params))
 
 
 @pytest.mark.parametrize("query", NARROWED)
 @pytest.mark.asyncio
 async def test_filters_on_what_a_listing_determines_go_through_the_listings_and_keep_the_rows(cache_db, query):
-    """The plugin adds a clause that picks the listings the filters match; the rows stay those the filters
-    alone give, and SQLite reads them through page_specs' index on listings."""
-    ds = served(cache_db)
-    data = await get_json(ds, f"/cache/binaries.json?{query}&_size=max&_shape=objects")
+    """The plugin adds a clause that picks the configurations the filters match, then their listings; the rows
+    stay those the filters alone give, and SQLite reads them through page_specs' index on listings."""
+    data = await get_json(served(cache_db), f"/cache/binaries.json?{query}&_size=max&_shape=objects")
     sql, params = data["query"]["sql"], data["query"]["params"]
-    assert "listing_id in (select id from listing_texts where" in sql
-    without = re.sub(r" and listing_id in \(select id from listing_texts where .*?\)\s*(?=limit|order|$)", " ", sql)
-    assert "listing_texts" not in without
-    conn = sqlite3.connect(cache_db)
-    conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
-    expected = sorted((row[0], row[4]) for row in conn.execute(without.replace("limit 1001", ""), params))  # tag, hash
+    assert NARROWING.search(sql)
+    expected = rows_without_narrowing(cache_db, sql, params)
     assert 0 < len(expected) == data["filtered_table_rows_count"]
     assert sorted((row["tag"], row["hash"]) for row in data["rows"]) == expected
-    plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+    plan = " ".join(row[3] for row in connect_as_datasette(cache_db).execute(f"EXPLAIN QUERY PLAN {sql}", params))
     assert "page_specs_by_listing" in plan
+
+
+@pytest.mark.parametrize(
+    "query", ["os=ubuntu22.04", "target=x86_64_v3&compiler=gcc@11.4.0", "_search=mpi&os=sequoia", "package=py-mpi4py"]
+)
+@pytest.mark.asyncio
+async def test_filters_that_match_a_large_share_of_the_binaries_are_not_narrowed_and_keep_the_rows(cache_db, query):
+    """Values the count tables count on more than a tenth of the binaries: a scan finds a page of them sooner
+    than their listings are gathered."""
+    data = await get_json(served(cache_db), f"/cache/binaries.json?{query}&_size=max&_shape=objects")
+    assert not NARROWING.search(data["query"]["sql"])
+    expected = rows_without_narrowing(cache_db, data["query"]["sql"], data["query"]["params"])
+    assert 0 < len(expected) == data["filtered_table_rows_count"]
+    assert sorted((row["tag"], row["hash"]) for row in data["rows"]) == expected
 
 
 @pytest.mark.parametrize("query", ["tag=develop&hash__startswith=a", "stacks__arraycontains=e4s"])
 @pytest.mark.asyncio
 async def test_filters_on_other_columns_add_nothing(cache_db, query):
     data = await get_json(served(cache_db), f"/cache/binaries.json?{query}")
-    assert "listing_texts" not in data["query"]["sql"]
+    assert not NARROWING.search(data["query"]["sql"])
 
 
 @pytest.mark.asyncio
@@ -328,7 +384,7 @@ def test_the_plugin_reads_a_filter_argument_as_datasette_does(key):
     assert column_and_lookup(key) == (column, lookup)
 
 
-CUBE_FILTERS = [
+COUNTED_FILTERS = [
     "target=x86_64_v3",
     "os=ubuntu22.04",
     "tag=develop&target=neoverse_v2",
@@ -357,20 +413,19 @@ def sql_count(db_path, query):
     )
 
 
-@pytest.mark.parametrize("query", CUBE_FILTERS)
+@pytest.mark.parametrize("query", COUNTED_FILTERS)
 @pytest.mark.asyncio
-async def test_a_page_filtered_by_cube_columns_has_its_exact_row_count(cache_db, query):
+async def test_a_page_filtered_by_facet_columns_has_its_exact_row_count(cache_db, query):
     data = await get_json(await started(served(cache_db)), f"/cache/binaries.json?{query}")
     assert data["filtered_table_rows_count"] == sql_count(cache_db, query) > 0
 
 
 @pytest.mark.asyncio
-async def test_the_row_count_of_such_a_page_comes_from_the_cube(cache_db, tmp_path):
-    """A cube that says twice as much shows: the count was read there, not counted live."""
+async def test_the_row_count_of_such_a_page_comes_from_the_count_tables(cache_db, tmp_path):
+    """Count tables that say twice as much show: the count was read there, not counted live."""
     doubled = tmp_path / "cache.db"
     shutil.copy(cache_db, doubled)
-    with sqlite3.connect(doubled) as conn:
-        conn.execute("UPDATE binaries_cube SET count = count * 2")
+    mark_counts(doubled, "{count} * 2")
     ds = await started(served(doubled))
     data = await get_json(ds, "/cache/binaries.json?target=x86_64_v3")
     assert data["filtered_table_rows_count"] == 2 * sql_count(cache_db, "target=x86_64_v3")

@@ -129,21 +129,16 @@ def foreign_key_problems(conn):
 
 
 def refresh_counts(conn, tag_ids=None):
-    """Recount the cubes and tag_cells for these tags (None: every tag), then row_counts of every table and view."""
+    """Recount the counts kept per tag for these tags (None: every tag) and for tags gone since, then
+    row_counts of every table and view."""
     conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
     if tag_ids is None:
         conn.execute("INSERT INTO recount SELECT id FROM tags")
     else:
         conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
-    for table in ("binaries_cube", "binary_stacks_cube", "tag_cells"):
-        conn.execute(
-            f"DELETE FROM {table} WHERE tag IN (SELECT name FROM tags WHERE id IN (SELECT id FROM recount))"
-            " OR tag NOT IN (SELECT name FROM tags)"
-        )
-    conn.execute("DELETE FROM tag_version_counts WHERE tag_id IN (SELECT id FROM recount)")
-    for statement in schema.COUNT_BINARIES + schema.CUBES:
+    for statement in schema.RECOUNT_TAGS:
         conn.execute(statement)
-    for temporary in ("recount", "page_listing_counts", "package_counts", "binary_counts"):
+    for temporary in schema.RECOUNT_TEMPORARIES:
         conn.execute(f"DROP TABLE temp.{temporary}")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

@@ -15,8 +15,9 @@ import sqlite_utils
 
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
-# 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on dependency_kinds
-SCHEMA_VERSION = 6
+# 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
+# dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube
+SCHEMA_VERSION = 7
 
 TABLES = """
 CREATE TABLE tags (
@@ -209,14 +210,28 @@ CREATE TABLE row_counts (
     name TEXT PRIMARY KEY,
     count INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE binaries_cube (
+CREATE TABLE binaries_facet_counts (
+    facet TEXT NOT NULL,
+    value TEXT NOT NULL,
+    binaries INTEGER NOT NULL,
+    PRIMARY KEY (facet, value)
+) WITHOUT ROWID;
+CREATE TABLE binaries_facet_pairs (
+    facet TEXT NOT NULL,
+    value TEXT NOT NULL,
+    other TEXT NOT NULL,
+    other_value TEXT NOT NULL,
+    binaries INTEGER NOT NULL,
+    PRIMARY KEY (facet, value, other, other_value)
+) WITHOUT ROWID;
+CREATE TABLE binaries_tag_facet_pairs (
     tag TEXT NOT NULL,
-    os TEXT NOT NULL,
-    target TEXT NOT NULL,
-    compiler TEXT NOT NULL,
-    stacks TEXT NOT NULL,
-    count INTEGER NOT NULL,
-    PRIMARY KEY (tag, os, target, compiler, stacks)
+    facet TEXT NOT NULL,
+    value TEXT NOT NULL,
+    other TEXT NOT NULL,
+    other_value TEXT NOT NULL,
+    binaries INTEGER NOT NULL,
+    PRIMARY KEY (tag, facet, value, other, other_value)
 ) WITHOUT ROWID;
 CREATE TABLE binary_stacks_cube (
     tag TEXT NOT NULL,
@@ -496,12 +511,102 @@ JOIN spec_names AS dependency ON dependency.id = spec_dependencies.dependency_id
 
 
 # Counting or faceting the binaries view live takes seconds on the whole history; the Datasette
-# plugin (web/counts.py, web/facets.py) answers the row counts of whole tables, and the facets of pages
-# filtered only by the cube's columns, from counts taken at build time (<view>_cube); tag_cells
-# answers tag_matrix for a whole tag. A build recounts only the tags whose pages it changed, in steps
-# that avoid sorting a million rows at once: binaries per (page, listing), then per tag, package and
-# the ids the counts need.
-COUNT_BINARIES = [
+# plugin (web/counts.py, web/facets.py) answers the row counts of whole tables from row_counts, and the
+# counts and facets of pages filtered by a few facet values from counts taken at build time: per value and
+# per pair of values of the facet columns (binaries_facet_counts, binaries_facet_pairs; per tag:
+# binaries_tag_facet_pairs), and binary_stacks from its cube (tag x stack: binary_stacks_cube); tag_cells
+# answers tag_matrix for a whole tag.
+
+
+class CountedFacet(NamedTuple):
+    """A column the binaries view is faceted by, as the build counts it: the column of binary_counts with
+    the id of a binary's value, and the table and column naming it. For an array, that id is a set's, and
+    members names the table of the set's members, its set column and its member column: a binary counts
+    once for each member."""
+
+    column: str
+    names: str
+    name: str
+    members: tuple[str, str, str] | None = None
+
+
+# The facets of the binaries view: tag, then the facets counted per tag.
+PER_TAG = "tag"
+BINARY_FACETS = {
+    PER_TAG: CountedFacet("tag_id", "tags", "name"),
+    "os": CountedFacet("os_id", "oss", "name"),
+    "target": CountedFacet("target_id", "targets", "name"),
+    "compiler": CountedFacet("compiler_id", "compilers", "label"),
+    "stacks": CountedFacet("stack_set_id", "stacks", "name", ("stack_set_members", "stack_set_id", "stack_id")),
+}
+
+
+def _named(facet, alias):
+    """Joins from grouped.<alias> (the facet's binary_counts column) to the facet's values, in the table <alias>."""
+    counted = BINARY_FACETS[facet]
+    if counted.members is None:
+        return f"JOIN {counted.names} AS {alias} ON {alias}.id = grouped.{alias}"
+    members, of_set, member = counted.members
+    return (
+        f"JOIN {members} AS {alias}_members ON {alias}_members.{of_set} = grouped.{alias}"
+        f" JOIN {counted.names} AS {alias} ON {alias}.id = {alias}_members.{member}"
+    )
+
+
+_SCALARS = [counted.column for counted in BINARY_FACETS.values() if counted.members is None]
+
+
+def _per_tag(facets, into):
+    """INSERT INTO into (tag, then for each facet its name and value, then binaries): the recounted tags'
+    binaries per tag and values of these facets, grouped by their ids before their values are named (from
+    scalar_counts, binaries per tag and value of every facet but arrays, when none of these is one)."""
+    counted = "binary_counts" if any(BINARY_FACETS[facet].members for facet in facets) else "scalar_counts"
+    aliased = {f"f{n}": facet for n, facet in enumerate(facets)}
+    ids = ", ".join(f"{BINARY_FACETS[facet].column} AS {alias}" for alias, facet in aliased.items())
+    named = " ".join(_named(facet, alias) for alias, facet in aliased.items())
+    values = ", ".join(f"'{facet}', {alias}.{BINARY_FACETS[facet].name}" for alias, facet in aliased.items())
+    keys = ", ".join(f"{alias}.id" for alias in aliased)
+    return f"""INSERT INTO {into}
+    SELECT tags.name, {values}, sum(grouped.n)
+    FROM (SELECT tag_id, {ids}, sum(n) AS n FROM {counted} GROUP BY {", ".join(["tag_id", *aliased])}) AS grouped
+    JOIN tags ON tags.id = grouped.tag_id {named}
+    GROUP BY grouped.tag_id, {keys}"""
+
+
+_COUNTED_PER_TAG = [facet for facet in BINARY_FACETS if facet != PER_TAG]
+# Pairs of facets counted per tag, each once (the other order is copied): two different facets, or an array
+# with itself (the stacks a binary is in, two at a time, each with itself too).
+_PAIRS = [
+    (facet, other)
+    for n, facet in enumerate(_COUNTED_PER_TAG)
+    for other in _COUNTED_PER_TAG[n:]
+    if other != facet or BINARY_FACETS[facet].members
+]
+_RECOUNTED = "(SELECT name FROM recounted_tags)"
+
+# A build recounts only the tags whose pages it changed (their ids in temp.recount), and tags gone since.
+# The counts of every tag (binaries_facet_counts and binaries_facet_pairs) are kept by taking away what the
+# recounted tags had (their rows with the tag, and binaries_tag_facet_pairs) and adding what they have now:
+# the cost is that of the recounted tags, not of the history. Binaries are counted in steps that avoid
+# sorting a million rows at once: per (page, listing), then per tag, package and the ids the counts need.
+RECOUNT_TAGS = [
+    f"""CREATE TEMP TABLE recounted_tags AS
+    SELECT name FROM tags WHERE id IN (SELECT id FROM recount)
+    UNION SELECT value FROM binaries_facet_counts WHERE facet = '{PER_TAG}' AND value NOT IN (SELECT name FROM tags)""",
+    f"""CREATE TEMP TABLE value_changes AS
+    SELECT other AS facet, other_value AS value, -binaries AS binaries FROM binaries_facet_pairs
+    WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED}""",
+    f"""CREATE TEMP TABLE pair_changes AS
+    SELECT facet, value, other, other_value, -binaries AS binaries FROM binaries_tag_facet_pairs
+    WHERE tag IN {_RECOUNTED}""",
+    *(
+        f"DELETE FROM {table} WHERE tag IN {_RECOUNTED}"
+        for table in ("binary_stacks_cube", "tag_cells", "binaries_tag_facet_pairs")
+    ),
+    "DELETE FROM tag_version_counts WHERE tag_id IN (SELECT id FROM recount)",
+    f"DELETE FROM binaries_facet_counts WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED}",
+    f"""DELETE FROM binaries_facet_pairs
+    WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED} OR other = '{PER_TAG}' AND other_value IN {_RECOUNTED}""",
     """CREATE TEMP TABLE page_listing_counts AS
     SELECT page_id, listing_id, count(*) AS n
     FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
@@ -530,23 +635,35 @@ COUNT_BINARIES = [
     CROSS JOIN listings ON listings.id = listing_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
     GROUP BY 1, 2""",
+    f"""CREATE TEMP TABLE scalar_counts AS
+    SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",
+    f"""INSERT INTO binaries_facet_counts
+    SELECT '{PER_TAG}', tags.name, sum(n) FROM scalar_counts JOIN tags ON tags.id = tag_id GROUP BY tag_id""",
+    "CREATE TEMP TABLE tag_values (tag TEXT, facet TEXT, value TEXT, binaries INTEGER)",
+    *(_per_tag([facet], "tag_values") for facet in _COUNTED_PER_TAG),
+    f"INSERT INTO binaries_facet_pairs SELECT '{PER_TAG}', tag, facet, value, binaries FROM tag_values",
+    f"INSERT INTO binaries_facet_pairs SELECT facet, value, '{PER_TAG}', tag, binaries FROM tag_values",
+    "INSERT INTO value_changes SELECT facet, value, binaries FROM tag_values",
+    # binary_stacks has a row per binary and stack: per tag and stack, the binaries of the tag in the stack.
+    "INSERT INTO binary_stacks_cube SELECT tag, value, binaries FROM tag_values WHERE facet = 'stacks'",
+    *(_per_tag(pair, "binaries_tag_facet_pairs") for pair in _PAIRS),
+    f"""INSERT INTO binaries_tag_facet_pairs SELECT tag, other, other_value, facet, value, binaries
+    FROM binaries_tag_facet_pairs WHERE tag IN {_RECOUNTED} AND other <> facet""",
+    f"""INSERT INTO pair_changes SELECT facet, value, other, other_value, binaries
+    FROM binaries_tag_facet_pairs WHERE tag IN {_RECOUNTED}""",
+    """INSERT INTO binaries_facet_counts SELECT facet, value, sum(binaries) FROM value_changes WHERE true
+    GROUP BY facet, value ON CONFLICT DO UPDATE SET binaries = binaries + excluded.binaries""",
+    """INSERT INTO binaries_facet_pairs SELECT facet, value, other, other_value, sum(binaries) FROM pair_changes
+    WHERE true GROUP BY facet, value, other, other_value ON CONFLICT DO UPDATE SET binaries = binaries + excluded.binaries""",
+    "DELETE FROM binaries_facet_counts WHERE binaries = 0",
+    "DELETE FROM binaries_facet_pairs WHERE binaries = 0",
 ]
-# binaries and binary_stacks, counted per combination of the columns people facet and filter by.
-CUBES = [
-    """INSERT INTO binaries_cube
-    SELECT tags.name, oss.name, targets.name, compilers.label, stack_sets.stacks, n
-    FROM binary_counts
-    JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
-    JOIN compilers ON compilers.id = compiler_id JOIN stack_sets ON stack_sets.id = stack_set_id""",
-    """INSERT INTO binary_stacks_cube
-    SELECT tags.name, stacks.name, sum(n)
-    FROM binary_counts
-    JOIN tags ON tags.id = tag_id JOIN stack_set_members USING (stack_set_id)
-    JOIN stacks ON stacks.id = stack_set_members.stack_id
-    GROUP BY tags.name, stacks.name""",
-]
+RECOUNT_TEMPORARIES = (
+    "recount", "recounted_tags", "value_changes", "pair_changes", "page_listing_counts", "package_counts",
+    "binary_counts", "scalar_counts", "tag_values",
+)  # fmt: skip
 VIEW_COUNTS = {
-    "binaries": "SELECT coalesce(sum(count), 0) FROM binaries_cube",
+    "binaries": f"SELECT coalesce(sum(binaries), 0) FROM binaries_facet_counts WHERE facet = '{PER_TAG}'",
     "dependencies": "SELECT count(*) FROM spec_dependencies",
     "spec_names": "SELECT count(*) FROM specs",
     "spec_tags": "SELECT count(*) FROM page_specs",

@@ -55,6 +55,6 @@ def startup(datasette):
             if not db.is_mutable and name not in (datasette.inspect_data or {}):
                 await counts.use_stored_row_counts(datasette, name, db)
             if not db.is_mutable:
-                counts.answer_counts(db, name)
+                counts.answer_counts(datasette, db, name)
 
     return serve_our_databases

@@ -1,11 +1,20 @@
-"""Row counts of our databases from what the build counted: whole tables and views from row_counts, and a
-big view's filtered pages from its cube (<view>_cube).
+"""Row counts and facet counts of our databases from what the build counted: whole tables and views from
+row_counts, and a big view's filtered pages from its count tables, which metadata names (counted_by).
 
 Datasette counts a table page's rows with `select count(*) from <view> where <filters>`: for the binaries of
 a whole history filtered by a target or a stack, millions of rows through a dozen joins, past its time
-limit, so the page shows no count. When a page of an immutable database is filtered only by exact values
-of the cube's columns (and by a value an array column contains), the cube has the answer: filters_from_request
-works it out for the request, and the database's execute answers that one count query with it.
+limit. When a page of an immutable database is filtered only by a few exact values of its facet columns (or
+values an array column contains), the count tables have the answer at a cost of about the values a facet
+shows: filters_from_request works it out for the request, and the database's execute answers that one
+count query with it. Any other count is counted live, within Datasette's facet time limit (a count, like a
+facet, is something a page can do without): a page whose count would take longer shows no count rather
+than time out. A page filtered by nothing but the columns of narrow_by and a search is counted on the table
+with one row per row of the view (narrow_by's rows), without the view's joins.
+
+counted_by names either a cube (a table with a row per combination of the values of the facets, in count),
+for a view whose combinations are few, or three tables: binaries per value of each facet (values), per pair
+of values of two facets (pairs, each pair both ways; an array facet paired with itself counts the rows
+that contain both values), and per pair of values per value of one facet, in the first column (per).
 """
 
 import asyncio
@@ -13,7 +22,9 @@ import contextvars
 import re
 import sqlite3
 import urllib.parse
+import weakref
 from pathlib import Path
+from typing import NamedTuple
 
 from datasette.database import Results
 from datasette.filters import FilterArguments, Filters
@@ -27,9 +38,23 @@ NOT_FILTERS = {
     "_size", "_sort", "_sort_desc", "_next", "_nocount", "_nofacet", "_nosuggest", "_trace", "_shape",
     "_labels", "_nolabels", "_json", "_json_infinity", "_col", "_nocol", "_timelimit", "_ttl", "_context",
 }  # fmt: skip
+COLUMN_FACET, ARRAY_FACET = "precounted", "precounted_array"  # the plugin's facet types (facets.py)
+NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
 
-# (database, table, rows): the count of the page being answered, when its cube knew it.
-_COUNTED = contextvars.ContextVar("spack_cache_db_cube_count", default=None)
+
+class Count(NamedTuple):
+    """How the count query of the page being answered is answered: its rows when the build counted them,
+    or else SQL that counts them (with the page's parameters and its own) within the facet time limit."""
+
+    database: str
+    table: str
+    rows: int | None = None
+    sql: str | None = None
+    params: dict | None = None
+
+
+_COUNTED = contextvars.ContextVar("spack_cache_db_count", default=None)
+_TABLES = weakref.WeakKeyDictionary()  # a database that cannot change: the names of its tables and views
 
 
 def column_and_lookup(key):
@@ -38,102 +63,286 @@ def column_and_lookup(key):
     return (column, lookup) if column else (key, "exact")
 
 
-def cube_filters(query_string):
-    """[(column, "=" or "contains", value)] for a page filtered only by exact values (and, on an array column,
-    by a value it contains); None for any other filter, a search or SQL."""
-    filters = []
+def _special(key):
+    """Whether a request argument is one of Datasette's (_size, _search, _where...), not a column's filter."""
+    return key.startswith("_") and "__" not in key
+
+
+def _shows_only(key):
+    """Whether a special argument changes how a page looks, not which rows it has."""
+    return key in NOT_FILTERS or key.startswith("_facet")
+
+
+def facet_filters(query_string, facets):
+    """[(facet, value)] of a page filtered only by exact values of facet columns and values their arrays
+    contain (facets: {column: whether an array}); None for any other filter, a search or SQL."""
+    selected = []
     for key, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
-        if key.startswith("_"):
-            if key in NOT_FILTERS or key.startswith("_facet"):
+        if _special(key):
+            if _shows_only(key):
                 continue
             return None
         column, lookup = column_and_lookup(key)
-        if lookup == "exact":
-            filters.append((column, "=", value))
-        elif lookup == "arraycontains":
-            filters.append((column, "contains", value))
-        else:
+        if column not in facets or lookup != ("arraycontains" if facets[column] else "exact"):
             return None
-    return filters
+        selected.append((column, value))
+    return selected
 
 
-def cube_where(filters):
-    """The WHERE clause (and its parameters) that selects the cube rows of these filters."""
-    where = " and ".join(
-        f"{escape_sqlite(column)} = ?"
-        if operator == "="
-        else f"exists (select 1 from json_each({escape_sqlite(column)}) where value = ?)"
-        for column, operator, _ in filters
-    )
-    return where or "1", [value for _, _, value in filters]
+def counted_facets(datasette, database, table):
+    """{column: whether an array} of the facets metadata gives the table that the build counted."""
+    configs = (datasette.table_metadata(database, table) or {}).get("facets") or []
+    types = {COLUMN_FACET: False, ARRAY_FACET: True}
+    return {
+        config[kind]: is_array
+        for config in configs
+        if isinstance(config, dict)
+        for kind, is_array in types.items()
+        if kind in config
+    }
 
 
-async def cube_columns(db, table):
-    """The columns of table's cube, or None when db may change or has no cube for table."""
-    cube = f"{table}_cube"
-    if db.is_mutable or not await db.table_exists(cube):
+class Cube:
+    """A table with one row per combination of the values of some columns of the view (its own columns), and
+    how many rows of the view have them (in its count column): it answers pages filtered by and faceted on
+    these columns alone, at a cost of its rows that match."""
+
+    def __init__(self, cube, count, columns):
+        self.tables, self.columns = {cube}, dict.fromkeys(columns, False)
+        self.cube, self.count = escape_sqlite(cube), escape_sqlite(count)
+
+    def count_query(self, selected):
+        if not selected or not _covers(self, selected):
+            return None
+        where, params = self._where(selected)
+        return f"select coalesce(sum({self.count}), 0) from {self.cube} where {where}", params
+
+    def facet_query(self, selected, column):
+        if not _covers(self, selected, column):
+            return None
+        where, params = self._where(selected)
+        return (
+            f"select {escape_sqlite(column)} as value, sum({self.count}) as count from {self.cube} where {where}"
+            " group by value order by count desc, value",
+            params,
+        )
+
+    @staticmethod
+    def _where(selected):
+        return " and ".join(f"{escape_sqlite(column)} = ?" for column, _ in selected) or "1", [v for _, v in selected]
+
+
+class FacetTables:
+    """Rows per value of each facet (values), per pair of values (pairs) and per pair per value of one facet
+    (per), for the facets columns names ({column: whether an array}): a count of a page filtered by one, two or
+    (one of them per's) three values, and the facets of a page filtered by none, one, or per's and one, are
+    rows read from one index, about as many as the values shown."""
+
+    def __init__(self, values, pairs, per, per_facet, columns):
+        self.tables, self.columns = {values, pairs, per}, columns
+        self.values, self.pairs, self.per = (escape_sqlite(table) for table in (values, pairs, per))
+        self.per_facet = per_facet
+
+    def count_query(self, selected):
+        if not _covers(self, selected):
+            return None
+        selected = sorted(set(selected))
+        if len(selected) == 1:
+            return f"select coalesce(sum(binaries), 0) from {self.values} where facet = ? and value = ?", selected[0]
+        if len(selected) == 2:
+            return (
+                f"select coalesce(sum(binaries), 0) from {self.pairs}"
+                " where facet = ? and value = ? and other = ? and other_value = ?",
+                [*selected[0], *selected[1]],
+            )
+        per, others = self._split(selected)
+        if per is not None and len(others) == 2:
+            return (
+                f"select coalesce(sum(binaries), 0) from {self.per}"
+                f" where {escape_sqlite(self.per_facet)} = ? and facet = ? and value = ? and other = ? and other_value = ?",
+                [per, *others[0], *others[1]],
+            )
         return None
-    return set(await db.table_columns(cube)) - {"count"}
+
+    def facet_query(self, selected, column):
+        if not _covers(self, selected, column):
+            return None
+        selected = sorted(set(selected))
+        order = " order by count desc, value"
+        if not selected:
+            return f"select value, binaries as count from {self.values} where facet = ?{order}", [column]
+        if len(selected) == 1:
+            return (
+                f"select other_value as value, binaries as count from {self.pairs}"
+                f" where facet = ? and value = ? and other = ?{order}",
+                [*selected[0], column],
+            )
+        per, others = self._split(selected)
+        if per is not None and len(others) == 1 and column != self.per_facet:
+            return (
+                f"select other_value as value, binaries as count from {self.per}"
+                f" where {escape_sqlite(self.per_facet)} = ? and facet = ? and value = ? and other = ?{order}",
+                [per, *others[0], column],
+            )
+        return None
+
+    def _split(self, selected):
+        """(the value of per's facet, the other selections), or (None, selected) unless exactly one is per's."""
+        per = [value for facet, value in selected if facet == self.per_facet]
+        if len(per) != 1:
+            return None, selected
+        return per[0], [(facet, value) for facet, value in selected if facet != self.per_facet]
+
+
+def _covers(tables, selected, *columns):
+    """Whether count tables count every column of these selections and these columns."""
+    return {column for column, _ in selected} | set(columns) <= set(tables.columns)
+
+
+async def count_tables(datasette, database, table):
+    """The count tables of a table page (Cube or FacetTables, in the order metadata's counted_by names them)
+    that the database has, when it cannot change: none when it can (a database built before a count table
+    was, counted live)."""
+    db = datasette.get_database(database)
+    if db.is_mutable:
+        return []
+    if db not in _TABLES:
+        _TABLES[db] = {*await db.table_names(), *await db.view_names()}
+    facets = counted_facets(datasette, database, table)
+    counted = [
+        Cube(**tables) if "cube" in tables else FacetTables(**tables, columns=facets)
+        for tables in _plugin_config(datasette, database, table).get("counted_by") or []
+    ]
+    return [tables for tables in counted if tables.tables <= _TABLES[db]]
+
+
+def countable(tables):
+    """{column: whether an array} of every column some count tables count."""
+    return {column: is_array for counted in tables for column, is_array in counted.columns.items()}
+
+
+def count_query(tables, selected):
+    """SQL and parameters counting the rows of a page with these selections, from the first count tables that
+    answer it cheaply; None when none does."""
+    return next(filter(None, (counted.count_query(selected) for counted in tables)), None)
+
+
+def facet_query(tables, selected, column, is_array):
+    """SQL and parameters of a facet's (value, count) rows in Datasette's order, from the first count tables
+    that answer it cheaply; None when none does. A column filtered by one value shows that value and the
+    page's rows."""
+    if not is_array and column in dict(selected):
+        counted = count_query(tables, selected)
+        if counted is None:
+            return None
+        sql, params = counted
+        return f"with counted(rows) as ({sql}) select ? as value, rows as count from counted where rows > 0", [
+            *params,
+            dict(selected)[column],
+        ]
+    return next(filter(None, (counted.facet_query(selected, column) for counted in tables)), None)
 
 
 async def remember_count(request, database, table, datasette):
-    """Work out a page's row count from the cube when its filters allow, for answer_counts to give."""
-    filters = cube_filters(request.query_string)
-    if filters is None:
+    """Work out how the page's count query is answered (a Count), for answer_counts to give."""
+    if datasette.get_database(database).is_mutable:
         return
-    db = datasette.get_database(database)
-    columns = await cube_columns(db, table)
-    if columns is None or not {column for column, _, _ in filters} <= columns:
-        return
-    where, params = cube_where(filters)
-    counted = await db.execute(
-        f"select coalesce(sum(count), 0) from {escape_sqlite(f'{table}_cube')} where {where}", params
+    tables = await count_tables(datasette, database, table)
+    rows = await _stored_count(datasette, database, tables, facet_filters(request.query_string, countable(tables)))
+    sql, params = (None, None) if rows is not None else _count_through_rows(request, database, table, datasette)
+    _COUNTED.set(Count(database, table, rows, sql, params))
+
+
+async def _stored_count(datasette, database, tables, selected):
+    """The rows of a page with these selections as the count tables count them; None when they cannot."""
+    counted = None if selected is None else count_query(tables, selected)
+    if counted is None:
+        return None
+    return (await datasette.get_database(database).execute(*counted)).rows[0][0]
+
+
+def _count_through_rows(request, database, table, datasette):
+    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table (one row per
+    row of the view, with its key) when the page is filtered by nothing but narrow_by's columns and a search
+    of the full-text index on the key; or (None, None)."""
+    narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
+    metadata = datasette.table_metadata(database, table) or {}
+    if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
+        return None, None
+    where = []
+    for key in request.args:
+        if key == "_search" and metadata.get("fts_pk") == narrow_by["key"]:
+            fts = escape_sqlite(metadata["fts_table"])
+            key_column = escape_sqlite(narrow_by["key"])
+            where.append(f"{key_column} in (select rowid from {fts} where {fts} match escape_fts(:search))")
+        elif _special(key):
+            if not _shows_only(key):
+                return None, None
+        elif column_and_lookup(key)[0] not in narrow_by["columns"]:
+            return None, None
+    narrowed = _narrowing(request, narrow_by)
+    where += narrowed.where_clauses if narrowed else []
+    if not where:
+        return None, None
+    return f"select count(*) from {escape_sqlite(narrow_by['rows'])} where {' and '.join(where)}", (
+        narrowed.params if narrowed else {}
     )
-    _COUNTED.set((database, table, counted.rows[0][0]))
 
 
-def answer_counts(db, database):
-    """Make db answer the count query of a page whose count remember_count worked out, without running it."""
+def answer_counts(datasette, db, database):
+    """Make db answer the count query of a table page as remember_count worked out: with the rows the build
+    counted, or counted live within the facet time limit (a count that takes longer is left out)."""
     execute = db.execute
 
     async def execute_or_answer(sql, params=None, *args, **kwargs):
         counted = _COUNTED.get()
-        if counted is not None and counted[0] == database:
-            _, table, rows = counted
-            if sql.startswith(f"select count(*) from {escape_sqlite(table)} "):
+        if counted is not None and counted.database == database:
+            if sql.startswith(f"select count(*) from {escape_sqlite(counted.table)} "):
                 _COUNTED.set(None)
-                return Results([(rows,)], False, [("count(*)",)])
+                if counted.rows is not None:
+                    return Results([(counted.rows,)], False, [("count(*)",)])
+                limit = datasette.setting("facet_time_limit_ms")
+                if counted.sql is None:
+                    return await execute(sql, params, custom_time_limit=limit)
+                return await execute(counted.sql, {**(params or {}), **counted.params}, custom_time_limit=limit)
         return await execute(sql, params, *args, **kwargs)
 
     db.execute = execute_or_answer
 
 
-NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
-
-
 def filters_from_request(request, database, table, datasette):
-    """The page's row count, from the view's cube when the filters allow (remember_count); and a filter on columns
-    that a row's key determines also selects the keys, from a smaller table or view with one row per key that
-    has the same columns (narrow_by: key, table, table_key, columns): the view's rows then come through its
-    index on the key instead of a scan of every row. The clause never changes which rows match."""
+    """The page's row count, from the count tables when the filters allow (remember_count); and a filter on
+    columns that a row's key determines also selects the keys (narrow_by), so that the view's rows come
+    through its index on the key instead of a scan of every row, unless the count tables say the filter
+    selects more than below_share of the rows: a scan then finds a page of them sooner than the keys are
+    gathered. The clause never changes which rows match."""
 
     async def count_and_narrow():
         await remember_count(request, database, table, datasette)
-        return _narrowing(request, database, table, datasette)
+        narrow_by = _plugin_config(datasette, database, table).get("narrow_by")
+        narrowed = _narrowing(request, narrow_by)
+        if narrowed is None or await _selects_many(request, database, table, datasette, narrow_by):
+            return None
+        return narrowed
 
     # Datasette calls it when it gets to it; a coroutine made here would be left unawaited (a warning in the
     # server's log) when another filter raises first, as a bad _through does.
     return count_and_narrow
 
 
-def _narrowing(request, database, table, datasette):
-    narrow_by = (datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}).get("narrow_by")
+def _plugin_config(datasette, database, table):
+    return datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}
+
+
+def _narrowing(request, narrow_by):
+    """key in (the keys of the rows of through whose column is the table_key of a row of table that the page's
+    filters on narrow_by's columns select): the matching rows of table first, then their keys by index."""
     if not narrow_by:
         return None
     pairs = [
         (key, value)
         for key in request.args
-        if not (key.startswith("_") and "__" not in key) and column_and_lookup(key)[0] in narrow_by["columns"]
+        if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
         for value in request.args.getlist(key)
     ]
     where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
@@ -142,10 +351,32 @@ def _narrowing(request, database, table, datasette):
     # Datasette's own filters already use :p0, :p1...
     where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
     key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
+    through, through_key, through_column = (
+        escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
+    )
+    selected = f"select {rows_key} from {rows} where {' and '.join(where)}"
     return FilterArguments(
-        [f"{key} in (select {rows_key} from {rows} where {' and '.join(where)})"],
+        [f"{key} in (select {through_key} from {through} where {through_column} in ({selected}))"],
         {f"{NARROWING}{name}": value for name, value in params.items()},
     )
+
+
+async def _selects_many(request, database, table, datasette, narrow_by):
+    """Whether the page's filters on narrow_by's columns, exact values of counted facets, select more than
+    narrow_by's below_share of the view's rows, as the count tables count them."""
+    narrowing = urllib.parse.urlencode(
+        [
+            (key, value)
+            for key, value in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True)
+            if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
+        ]
+    )
+    tables = await count_tables(datasette, database, table)
+    rows = await _stored_count(datasette, database, tables, facet_filters(narrowing, countable(tables)))
+    if rows is None:
+        return False
+    stored = await datasette.get_database(database).execute("select count from row_counts where name = ?", [table])
+    return bool(stored.rows) and rows > narrow_by["below_share"] * stored.rows[0][0]
 
 
 async def use_stored_row_counts(datasette, name, db):

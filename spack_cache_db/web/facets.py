@@ -1,6 +1,6 @@
-"""Facets of the big views read from their cubes (<view>_cube, counted by the build) when an immutable
-database's page is filtered by nothing but cube columns, and counted live otherwise (counts.py has the
-filters both share)."""
+"""Facets of the big views read from their count tables (counted by the build) when an immutable database's
+page is filtered by few enough facet values for them to answer (counts.py has the tables and the filters
+both share), and counted live otherwise, within Datasette's facet time limit."""
 
 import asyncio
 import json
@@ -11,7 +11,7 @@ from datasette.database import QueryInterrupted
 from datasette.facets import Facet, load_facet_configs
 from datasette.utils import escape_sqlite, path_with_added_args, path_with_removed_args
 
-from spack_cache_db.web import counts as cube_counts
+from spack_cache_db.web import counts
 from spack_cache_db.web.counts import NARROWING
 
 
@@ -32,9 +32,9 @@ def _datasette_order(value_and_count):
 
 
 class _Precounted(Facet):
-    """A facet read from the view's cube (<view>_cube, counted by the build) when an immutable
-    database's page is filtered by nothing but cube columns; counted live (with Datasette's facet time
-    limit) under any other filter."""
+    """A facet read from the view's count tables (counted by the build) when an immutable database's page is
+    filtered by few enough facet values for them to answer; counted live (with Datasette's facet time limit)
+    otherwise."""
 
     async def suggest(self):
         return []  # Datasette's own column and array facets already suggest these columns
@@ -44,22 +44,25 @@ class _Precounted(Facet):
         if not configs:
             return [], []
         facet_size = self.get_facet_size()
-        columns = [column for column, _ in configs]
-        counts = await self._count_from_cube(columns)
-        timed_out = []
-        if counts is None:
+        stored = await self._stored_queries()
+        counted, timed_out = {}, []
+        for column, _ in configs:
+            if column in stored:
+                counted[column] = (await self.ds.get_database(self.database).execute(*stored[column])).rows
+        live = [column for column, _ in configs if column not in stored]
+        if live:
             try:
-                counts = await self._count_live(columns)
+                counted.update(await self._count_live(live, stored))
             except QueryInterrupted:
-                counts, timed_out = {}, columns
+                timed_out = live
         results = [
             {
                 "name": column,
                 "type": self.shown_as,  # the page names a facet's type unless it is "column"
                 "hideable": source != "metadata",
                 "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
-                "results": [self._value(column, value, count) for value, count in counts.get(column, [])[:facet_size]],
-                "truncated": len(counts.get(column, [])) > facet_size,
+                "results": [self._value(column, value, count) for value, count in counted[column][:facet_size]],
+                "truncated": len(counted[column]) > facet_size,
             }
             for column, source in configs
             if column not in timed_out
@@ -78,24 +81,43 @@ class _Precounted(Facet):
             "selected": selected,
         }
 
-    async def _count_live(self, columns):
-        """{column: [(value, count), ...] in Datasette's order} of the filtered rows."""
-        grouped_by, groups = await self._live_groups()
-        counts = {}
-        for column in columns:
-            counted, position = Counter(), grouped_by.index(column)
-            for values, count in groups:
-                self.add_counts(counted, values[position], count)
-            counts[column] = sorted(counted.items(), key=_datasette_order)
-        return counts
+    async def _stored_queries(self):
+        """{column: (SQL, parameters)} of every precounted facet of the page the count tables answer."""
+        tables = await counts.count_tables(self.ds, self.database, self.table)
+        facets = counts.counted_facets(self.ds, self.database, self.table)
+        selected = counts.facet_filters(self.request.query_string, counts.countable(tables))
+        if not tables or selected is None or not self._filters_alone(selected):
+            return {}
+        queries = {
+            column: counts.facet_query(tables, selected, column, is_array) for column, is_array in facets.items()
+        }
+        return {column: query for column, query in queries.items() if query is not None}
 
-    async def _live_groups(self):
+    def _filters_alone(self, selected):
+        """Whether Datasette's SQL filters by these and nothing else (it made one parameter of each, and
+        filters_from_request its copies)."""
+        return len([name for name in self.params if not name.startswith(NARROWING)]) == len(selected)
+
+    async def _count_live(self, columns, stored):
+        """{column: [(value, count), ...] in Datasette's order} of the filtered rows."""
+        grouped_by, groups = await self._live_groups(stored)
+        counted = {}
+        for column in columns:
+            values, position = Counter(), grouped_by.index(column)
+            for group, count in groups:
+                self.add_counts(values, group[position], count)
+            counted[column] = sorted(values.items(), key=_datasette_order)
+        return counted
+
+    async def _live_groups(self, stored):
         """(columns, [(their values, rows), ...]): the filtered rows counted per combination of the values
-        of every precounted column the page shows. The column and the array facets, which Datasette runs
-        at the same time, share this one query: the rows are read once, with only these columns, into a
-        materialized table (SQLite drops the joins a query does not need only when it is no aggregate)."""
+        of every precounted column the page shows that the count tables do not answer. The column and the
+        array facets, which Datasette runs at the same time, share this one query: the rows are read once,
+        with only these columns, into a materialized table (SQLite drops the joins a query does not need
+        only when it is no aggregate)."""
         configs = load_facet_configs(self.request, self.metadata)
-        columns = sorted({_column(config["config"]) for kind in FACET_CLASSES for config in configs.get(kind.type, [])})
+        shown = {_column(config["config"]) for kind in FACET_CLASSES for config in configs.get(kind.type, [])}
+        columns = sorted(shown - set(stored))
         shared = self.request.scope.setdefault("spack_cache_db.live_groups", {})
         key = (self.database, self.sql, json.dumps(self.params, sort_keys=True, default=str), tuple(columns))
         if key not in shared:
@@ -113,33 +135,9 @@ class _Precounted(Facet):
         rows = (await shared[key]).rows
         return columns, [(tuple(row)[:-1], row[-1]) for row in rows]
 
-    async def _count_from_cube(self, columns):
-        """{column: [(value, count), ...] in Datasette's order}, or None when the cube cannot answer."""
-        db = self.ds.get_database(self.database)
-        filters = self._filters()  # first: a search or other filter needs no look at the database
-        if filters is None:
-            return None
-        available = await cube_counts.cube_columns(db, self.table)
-        if available is None or not {column for column, _, _ in filters} | set(columns) <= available:
-            return None
-        where, params = cube_counts.cube_where(filters)
-        cube = escape_sqlite(f"{self.table}_cube")
-        counts = {}
-        for column in columns:
-            rows = await db.execute(self.cube_sql(cube, escape_sqlite(column), where), params)
-            counts[column] = [(value, count) for value, count in rows.rows]
-        return counts
-
-    def _filters(self):
-        """cube_counts.cube_filters of the page, when Datasette's SQL filters by those and nothing else (it made
-        one parameter of each, and filters_from_request its copies)."""
-        filters = cube_counts.cube_filters(self.request.query_string)
-        own = [name for name in self.params if not name.startswith(NARROWING)]
-        return filters if filters is not None and len(own) == len(filters) else None
-
 
 class PrecountedColumnFacet(_Precounted):
-    type = "precounted"
+    type = counts.COLUMN_FACET
     shown_as = "column"
 
     @staticmethod
@@ -151,16 +149,9 @@ class PrecountedColumnFacet(_Precounted):
         if value is not None:
             counted[value] += count
 
-    @staticmethod
-    def cube_sql(cube, column, where):
-        return (
-            f"select {column} as value, sum(count) as count from {cube} where {where}"
-            " group by value order by count desc, value"
-        )
-
 
 class PrecountedArrayFacet(_Precounted):
-    type = "precounted_array"
+    type = counts.ARRAY_FACET
     shown_as = "array"
 
     @staticmethod
@@ -178,13 +169,6 @@ class PrecountedArrayFacet(_Precounted):
             values = None
         for value in values if isinstance(values, list) else []:
             counted[json.dumps(value, separators=(",", ":")) if isinstance(value, list | dict) else value] += count
-
-    @staticmethod
-    def cube_sql(cube, column, where):
-        return (
-            f"select j.value as value, sum({cube}.count) as count from {cube} join json_each({cube}.{column}) j"
-            f" where {where} group by j.value order by count desc, value"
-        )
 
 
 FACET_CLASSES = [PrecountedColumnFacet, PrecountedArrayFacet]

@@ -1,0 +1,290 @@
+"""The binaries page's row counts and facets from the build's count tables, on databases of both shapes: the
+samples, and a spread corpus (each binary built in one of many os x target x compiler combinations and listed
+in a random subset of its tag's stacks). They equal SQL's counts on pages filtered by each facet value, by
+pairs and by a tag and a pair; they are read from the count tables wherever those answer, at a cost of about
+the values a facet shows whatever the combinations the data holds; a count they cannot answer is counted
+live within the facet time limit, or left out."""
+
+import asyncio
+import itertools
+import re
+import shutil
+import sqlite3
+import urllib.parse
+
+import pytest
+from datasette.app import Datasette
+from datasette.utils import escape_fts
+from pagemaker import write_spread_corpus
+
+from spack_cache_db.build import build
+from spack_cache_db.web import counts, describe
+
+METADATA = describe.build_metadata()
+FACETS = {"tag": False, "os": False, "target": False, "compiler": False, "stacks": True}  # column: an array
+TAGS = ["develop", "develop-2025-05-04", "v0.23.1"]
+
+
+def spread_db(folder, tags, packages, specs_per_page):
+    build([str(write_spread_corpus(folder / "site", tags, packages, specs_per_page))], folder / "cache.db")
+    return folder / "cache.db"
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory):
+    return spread_db(tmp_path_factory.mktemp("spread"), TAGS, 12, 25)
+
+
+@pytest.fixture(params=["usual", "spread"])
+def shaped(request, cache_db, spread):
+    return {"usual": cache_db, "spread": spread}[request.param]
+
+
+def where(filters):
+    """SQL's WHERE clause (and parameters) of a page's filters [(facet, value)]."""
+    conditions = [f"? IN (SELECT value FROM json_each({f}))" if FACETS[f] else f"{f} = ?" for f, _ in filters]
+    return (" WHERE " + " AND ".join(conditions) if conditions else ""), [value for _, value in filters]
+
+
+def sql_counts(db, filters):
+    """(rows, {facet: {value: rows}}) of the binaries a page's filters select, counted with SQL."""
+    conn = sqlite3.connect(db)
+    clause, params = where(filters)
+    facets = {}
+    for facet, is_array in FACETS.items():
+        sql = (
+            f"SELECT j.value, count(*) FROM binaries, json_each(binaries.{facet}) j{clause} GROUP BY j.value"
+            if is_array
+            else f"SELECT {facet}, count(*) FROM binaries{clause} GROUP BY {facet}"
+        )
+        facets[facet] = dict(conn.execute(sql, params).fetchall())
+    return conn.execute(f"SELECT count(*) FROM binaries{clause}", params).fetchone()[0], facets
+
+
+def query_string(filters):
+    return urllib.parse.urlencode([(f"{f}__arraycontains" if FACETS[f] else f, value) for f, value in filters])
+
+
+def pages(db):
+    """{kind: [filters]}: a page per value, per pair of values (of two facets, or two stacks) and per tag and
+    pair of values of two other facets."""
+    _, facets = sql_counts(db, [])
+    top = [(facet, value) for facet in FACETS for value in sorted(facets[facet], key=lambda v: -facets[facet][v])[:2]]
+    pairs = [[a, b] for a, b in itertools.combinations(top, 2) if a[0] != b[0] or FACETS[a[0]]]
+    tag = top[0]
+    others = [selected for selected in top if selected[0] != "tag"]
+    return {
+        "one": [[selected] for selected in top],
+        "two": pairs,
+        "tag and one": [[tag, selected] for selected in others],
+        "tag and two": [[tag, a, b] for a, b in itertools.combinations(others, 2) if a[0] != b[0]],
+    }
+
+
+def traced(ds, path):
+    return ds.client.get(f"{path}&_trace=1" if "?" in path else f"{path}?_trace=1")
+
+
+async def answer(ds, filters):
+    response = await traced(ds, f"/cache/binaries.json?{query_string(filters)}&_facet_size=max")
+    assert response.status_code == 200, response.text[:300]
+    data = response.json()
+    sql = [" ".join(trace["sql"].split()) for trace in data["_trace"]["traces"] if trace["type"] == "sql"]
+    return data, sql
+
+
+def served(db, **settings):
+    return Datasette(immutables=[str(db)], metadata=METADATA, settings={"trace_debug": True, **settings})
+
+
+LIVE_COUNT = ("select count(*) from binaries", "select count(*) from page_specs")
+LIVE_FACETS = "with facet as materialized"
+
+
+@pytest.mark.asyncio
+async def test_counts_and_facets_equal_sql_and_come_from_the_count_tables(shaped):
+    """Every page filtered by one value, a tag and one value, two values or a tag and two values: its count
+    and every facet equal SQL's. One value, or a tag and one: all from the count tables; two, or a tag and two
+    (of facets without stacks): the count from the tables, the facets that they cannot answer counted live."""
+    ds = served(shaped)
+    for kind, filter_sets in pages(shaped).items():
+        for filters in filter_sets:
+            data, sql = await answer(ds, filters)
+            rows, facets = sql_counts(shaped, filters)
+            assert data["filtered_table_rows_count"] == rows, (kind, filters)
+            assert {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS} == facets
+            assert not any(statement.startswith(LIVE_COUNT) for statement in sql), (kind, filters)
+            if kind in ("one", "tag and one"):
+                assert not any(statement.startswith(LIVE_FACETS) for statement in sql), (kind, filters)
+
+
+@pytest.mark.asyncio
+async def test_facets_in_datasette_order_and_truncated_as_datasette_does(spread):
+    data, _ = await answer(served(spread), [("os", "rhel8")])
+    for facet in FACETS:
+        counted = [(-value["count"], value["value"]) for value in data["facet_results"][facet]["results"]]
+        assert counted == sorted(counted), facet
+    response = await served(spread).client.get("/cache/binaries.json?os=rhel8&_facet_size=2")
+    stacks = response.json()["facet_results"]["stacks"]
+    assert len(stacks["results"]) == 2 and stacks["truncated"]
+
+
+@pytest.mark.asyncio
+async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_than_the_facet_time_limit(spread):
+    """Three facets, none of them the tag and one stacks, or a filter on another column: no count table answers. Within the facet
+    time limit (a count, like a facet, is something the page can do without) the count is given; past it the
+    page answers at once with its rows and no count, and the facets it cannot count in time are named."""
+    filters = [("os", "rhel8"), ("target", "zen3"), ("stacks", "e4s")]
+    for query in (query_string(filters), f"{query_string(filters[:1])}&version__startswith=1"):
+        counted = (await served(spread).client.get(f"/cache/binaries.json?{query}")).json()
+        assert counted["filtered_table_rows_count"] > 0
+        response = await served(spread, facet_time_limit_ms=1).client.get(f"/cache/binaries.json?{query}")
+        assert response.status_code == 200
+        data = response.json()
+        assert data["filtered_table_rows_count"] is None
+        assert data["rows"] and "stacks" not in data["facet_results"]
+        page = await served(spread, facet_time_limit_ms=1).client.get(f"/cache/binaries?{query}")
+        assert page.status_code == 200 and "<tbody>" in page.text
+        assert not re.search(r"[\d,]+ rows? where", page.text) and re.search(
+            "These facets timed out: [^<]*stacks", page.text
+        )
+
+
+@pytest.mark.parametrize("search", ["pkg1", "rhel8 zen3", "e4s"])
+@pytest.mark.asyncio
+async def test_a_search_is_counted_on_the_listings_index_and_equals_sql(shaped, search):
+    """A search (alone or with a column a listing determines) counts the rows of page_specs whose listing
+    matches, through its index on listings, not the view's rows through a dozen joins."""
+    conn = sqlite3.connect(shaped)
+    conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
+    matches = "listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
+    for extra, condition, params in (("", "", []), ("&os=rhel8", " AND os = ?", ["rhel8"])):
+        response = await traced(served(shaped), f"/cache/binaries.json?_search={urllib.parse.quote(search)}{extra}")
+        data = response.json()
+        expected = conn.execute(f"SELECT count(*) FROM binaries WHERE {matches}{condition}", [search, *params])
+        assert data["filtered_table_rows_count"] == expected.fetchone()[0]
+        [count] = [trace for trace in data["_trace"]["traces"] if trace["sql"].startswith("select count(*)")]
+        assert count["sql"].startswith("select count(*) from page_specs where")
+        plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count['sql']}", count["params"]))
+        assert "page_specs_by_listing" in plan
+
+
+def facet_questions():
+    """(selections, facet) the count tables answer: every facet unfiltered, filtered by one value, and by a tag and
+    one value."""
+    values = [("tag", "develop"), ("os", "rhel8"), ("target", "zen3"), ("compiler", "gcc@13.2.0"), ("stacks", "e4s")]
+    selections = [[], *([selected] for selected in values), *([values[0], selected] for selected in values[1:])]
+    return [(selected, facet) for selected in selections for facet in FACETS]
+
+
+def count_tables(db):
+    """The count tables the plugin reads for the binaries page of a database called cache."""
+    return asyncio.run(counts.count_tables(served(db), "cache", "binaries"))
+
+
+def vm_steps(db, sql, params):
+    """(rows, SQLite virtual machine steps) of a query, once the connection has read the schema."""
+    conn = sqlite3.connect(db)
+    conn.execute("SELECT 1 FROM sqlite_master").fetchall()
+    steps = [0]
+
+    def step():
+        steps[0] += 1
+
+    conn.set_progress_handler(step, 1)
+    rows = conn.execute(sql, params).fetchall()
+    return len(rows), steps[0]
+
+
+def combinations(db):
+    return (
+        sqlite3.connect(db)
+        .execute("SELECT count(*) FROM (SELECT DISTINCT tag, os, target, compiler, stacks FROM binaries)")
+        .fetchone()[0]
+    )
+
+
+def test_the_work_of_a_facet_is_bounded_by_its_values_not_by_the_combinations(tmp_path):
+    """Two spread databases with the same values, one with 25 times the binaries and many times the combinations
+    of os, target, compiler and stacks: answering each facet from the count tables takes about the same
+    number of SQLite steps in both, a few per value shown; counting it live takes steps per binary."""
+    small = spread_db(tmp_path / "small", TAGS[:2], 6, 6)
+    big = spread_db(tmp_path / "big", TAGS[:2], 6, 150)
+    assert combinations(big) > 10 * combinations(small)
+    tables = count_tables(big)
+    for selected, facet in facet_questions():
+        sql, params = counts.facet_query(tables, selected, facet, FACETS[facet])
+        (small_rows, small_steps), (big_rows, big_steps) = (vm_steps(db, sql, params) for db in (small, big))
+        assert big_rows <= 7 and big_steps <= 40 + 25 * big_rows, (selected, facet)  # 7: the stacks and root
+        assert big_steps <= 40 + 2 * small_steps, (selected, facet)
+    clause, params = where([("os", "rhel8")])
+    live = f"SELECT target, count(*) FROM binaries{clause} GROUP BY target"
+    assert vm_steps(big, live, params)[1] > 10 * vm_steps(small, live, params)[1]
+
+
+def test_the_count_tables_are_read_through_their_primary_keys(spread):
+    conn = sqlite3.connect(spread)
+    tables = count_tables(spread)
+    for selected, facet in facet_questions():
+        sql, params = counts.facet_query(tables, selected, facet, FACETS[facet])
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+        reads = [step for step in plan if " binaries_" in step]
+        assert reads and all(step.startswith("SEARCH") and "USING PRIMARY KEY" in step for step in reads), plan
+
+
+def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
+    """The counts of every tag are kept by taking away what the recounted tags had and adding what they have:
+    after tags are added, changed and removed, every count table equals a fresh build's."""
+    site = write_spread_corpus(tmp_path / "site", TAGS[:2], 6, 10)
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    write_spread_corpus(site, TAGS[2:], 6, 10)
+    shutil.rmtree(site / "_cache" / TAGS[0] / "pkg3")
+    shutil.rmtree(site / "_cache" / TAGS[1])
+    page = site / "_cache" / TAGS[0] / "pkg1" / "specs.md"
+    page.write_text(page.read_text().replace('"rhel8"', '"rocky9"'))
+    assert build([str(site)], db).incremental
+    fresh = tmp_path / "fresh.db"
+    build([str(site)], fresh)
+    for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs", "tag_cells"):
+        rows = [sorted(sqlite3.connect(path).execute(f"SELECT * FROM {table}")) for path in (db, fresh)]
+        assert rows[0] == rows[1], table
+
+
+@pytest.mark.asyncio
+async def test_a_database_without_the_count_tables_is_counted_live(spread, tmp_path):
+    """A database built before these count tables were (served by this plugin, metadata and all): its pages
+    answer, counted live."""
+    older = tmp_path / "cache.db"
+    shutil.copy(spread, older)
+    with sqlite3.connect(older) as conn:
+        for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs"):
+            conn.execute(f"DROP TABLE {table}")
+    for filters in ([], [("os", "rhel8")], [("tag", "develop"), ("stacks", "e4s")]):
+        data, sql = await answer(served(older), filters)
+        rows, facets = sql_counts(spread, filters)
+        assert data["filtered_table_rows_count"] == rows
+        assert {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS} == facets
+
+
+@pytest.mark.asyncio
+async def test_a_package_is_counted_from_its_versions_counts(shaped):
+    """A page of a package (and a tag): its count and its tags from the binaries per version and tag the build
+    counted (version_tags), the other facets live."""
+    conn = sqlite3.connect(shaped)
+    package, tag = conn.execute("SELECT package, tag FROM binaries GROUP BY 1, 2 ORDER BY count(*) DESC").fetchone()
+    for query, condition, params in (
+        (f"package={package}", "package = ?", [package]),
+        (f"package={package}&tag={tag}", "package = ? AND tag = ?", [package, tag]),
+    ):
+        response = await traced(served(shaped), f"/cache/binaries.json?{query}&_facet_size=max")
+        data = response.json()
+        sql = [trace["sql"] for trace in data["_trace"]["traces"]]
+        assert (
+            data["filtered_table_rows_count"]
+            == conn.execute(f"SELECT count(*) FROM binaries WHERE {condition}", params).fetchone()[0]
+        )
+        assert not any(statement.startswith(LIVE_COUNT) for statement in sql)
+        tags = dict(conn.execute(f"SELECT tag, count(*) FROM binaries WHERE {condition} GROUP BY tag", params))
+        assert {value["value"]: value["count"] for value in data["facet_results"]["tag"]["results"]} == tags
+        assert all("select compiler, os, stacks, target from" in s for s in sql if s.startswith(LIVE_FACETS))
