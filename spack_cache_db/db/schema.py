@@ -469,6 +469,33 @@ JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
 JOIN stacks ON stacks.id = stack_set_members.stack_id
 LEFT JOIN indexes ON indexes.tag_id = tags.id AND indexes.stack_id = stacks.id;
 
+-- The stack sets that hold each stack, by the stack's name (a listing's stacks are its stack set).
+CREATE VIEW stack_memberships AS
+SELECT stacks.name AS stack, stack_set_members.stack_set_id
+FROM stacks
+JOIN stack_set_members ON stack_set_members.stack_id = stacks.id;
+
+-- Each page with its meta's num_specs_by_stack where the meta can be trusted (trusted is 0 and by_stack
+-- NULL where not). The build compares every page's meta with its spec_details and records a disagreement
+-- in problems, so on a page with no problem it gives exactly the page's binaries per stack. Of a key
+-- given twice, the last counts, as the build read it.
+CREATE VIEW page_stack_counts AS
+SELECT
+    id,
+    tag_id,
+    package_id,
+    num_specs,
+    trusted,
+    CASE WHEN trusted THEN (
+        SELECT meta_field.value FROM json_each(meta) AS meta_field
+        WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1
+    ) END AS by_stack
+FROM (
+    SELECT pages.*, NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
+        AS trusted
+    FROM pages
+);
+
 -- Each spec by id: its hash, package and version (and whether it is an external).
 CREATE VIEW spec_names AS
 SELECT specs.id, specs.hash, packages.name AS package, versions.version, specs.external
@@ -667,6 +694,8 @@ VIEW_COUNTS = {
     "dependencies": "SELECT count(*) FROM spec_dependencies",
     "spec_names": "SELECT count(*) FROM specs",
     "spec_tags": "SELECT count(*) FROM page_specs",
+    "stack_memberships": "SELECT count(*) FROM stack_set_members",
+    "page_stack_counts": "SELECT count(*) FROM pages",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
 

@@ -286,12 +286,7 @@ matching_compilers AS (
     WHERE compilers.label = args.compiler OR compilers.name = args.compiler
        OR substr(compilers.label, 1, length(args.compiler) + 1) = args.compiler || '.'
 ),
-stack_sets_of_the_stack AS (
-    SELECT stack_set_members.stack_set_id
-    FROM args
-    JOIN stacks ON stacks.name = args.stack
-    JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
-),
+stack_sets_of_the_stack AS (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- Packages that can match, so that the scan below skips the others: those of the spec's hash (/abcd), of
 -- the configurations its filters leave, and of the binaries found up the edges.
 hash_packages AS (

@@ -13,20 +13,14 @@ WITH args AS (
     lower(trim(coalesce(:package, ''))) AS package
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
--- The tag's pages, each with its meta.num_specs_by_stack when the meta can be trusted, NULL when
--- not. The build compares every page's meta with its spec_details and records any disagreement in
--- problems, so on a page with no problem it gives exactly the page's binaries per stack. Of a key
--- given twice, the last counts, as the build read it.
+-- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
 checked_pages AS (
-    SELECT pages.id, pages.package_id,
-        CASE WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
-        THEN (SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
-              WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)
-        END AS by_stack
+    SELECT page_stack_counts.id, page_stack_counts.package_id, page_stack_counts.by_stack
     FROM chosen
     CROSS JOIN args
-    CROSS JOIN pages ON pages.tag_id = chosen.id
-    WHERE args.package = '' OR pages.package_id = (SELECT id FROM packages WHERE packages.name = args.package)
+    CROSS JOIN page_stack_counts ON page_stack_counts.tag_id = chosen.id
+    WHERE args.package = ''
+       OR page_stack_counts.package_id = (SELECT id FROM packages WHERE packages.name = args.package)
 ),
 -- Binaries per stack and package: read from the meta where it can be trusted (a few rows per page
 -- instead of one per binary), counted binary by binary elsewhere.

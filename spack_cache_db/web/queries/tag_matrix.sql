@@ -13,29 +13,18 @@ WITH args AS (
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
-in_stack AS (
-    SELECT stack_set_members.stack_set_id
-    FROM args
-    JOIN stacks ON stacks.name = args.stack
-    JOIN stack_set_members ON stack_set_members.stack_id = stacks.id
-),
--- With a stack, the tag's pages and how many of their binaries are in it: what the page's
--- meta.num_specs_by_stack says when the meta can be trusted, and unknown (NULL) otherwise. The build compares every page's meta with its spec_details and records any
--- disagreement in problems, so on a page with no problem it gives exactly the page's binaries per
--- stack. Of a key given twice, the last counts, as the build read it.
+in_stack AS (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
+-- With a stack, the tag's pages and how many of their binaries are in it: what the page's trusted meta
+-- says (page_stack_counts), and unknown (NULL) where it cannot be trusted.
 checked_pages AS (
-    SELECT pages.id, pages.package_id, pages.num_specs,
-        CASE
-            WHEN NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
-            THEN coalesce((
-                SELECT CAST(by_stack.value AS INTEGER)
-                FROM json_each((SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
-                                WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1)) AS by_stack
-                WHERE by_stack.key = args.stack ORDER BY by_stack.id DESC LIMIT 1), 0)
-        END AS in_stack
+    SELECT page_stack_counts.id, page_stack_counts.package_id, page_stack_counts.num_specs,
+        CASE WHEN page_stack_counts.trusted THEN coalesce((
+            SELECT CAST(by_stack.value AS INTEGER) FROM json_each(page_stack_counts.by_stack) AS by_stack
+            WHERE by_stack.key = args.stack ORDER BY by_stack.id DESC LIMIT 1
+        ), 0) END AS in_stack
     FROM chosen
     CROSS JOIN args
-    CROSS JOIN pages ON pages.tag_id = chosen.id
+    CROSS JOIN page_stack_counts ON page_stack_counts.tag_id = chosen.id
     WHERE args.stack != ''
 ),
 -- Binaries per configuration and package. A page with all its binaries in the stack is read through
