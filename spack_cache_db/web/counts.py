@@ -335,8 +335,9 @@ def _plugin_config(datasette, database, table):
 
 
 def _narrowing(request, narrow_by):
-    """key in (the keys of the rows of through whose column is the table_key of a row of table that the page's
-    filters on narrow_by's columns select): the matching rows of table first, then their keys by index."""
+    """key in (the table_keys of the rows of table that the page's filters on narrow_by's columns select or,
+    with through, the keys of the rows of through whose column is one of them): the matching rows of table
+    first, then their keys by index."""
     if not narrow_by:
         return None
     pairs = [
@@ -351,19 +352,23 @@ def _narrowing(request, narrow_by):
     # Datasette's own filters already use :p0, :p1...
     where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
     key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
-    through, through_key, through_column = (
-        escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
-    )
     selected = f"select {rows_key} from {rows} where {' and '.join(where)}"
+    if "through" in narrow_by:
+        through, through_key, through_column = (
+            escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
+        )
+        selected = f"select {through_key} from {through} where {through_column} in ({selected})"
     return FilterArguments(
-        [f"{key} in (select {through_key} from {through} where {through_column} in ({selected}))"],
+        [f"{key} in ({selected})"],
         {f"{NARROWING}{name}": value for name, value in params.items()},
     )
 
 
 async def _selects_many(request, database, table, datasette, narrow_by):
     """Whether the page's filters on narrow_by's columns, exact values of counted facets, select more than
-    narrow_by's below_share of the view's rows, as the count tables count them."""
+    narrow_by's below_share of the view's rows, as the count tables count them (never, without a share)."""
+    if "below_share" not in narrow_by:
+        return False
     narrowing = urllib.parse.urlencode(
         [
             (key, value)
