@@ -82,11 +82,11 @@ def reject_page(conn, problem):
     conn.execute(schema.insert_sql("problems"), problem)
 
 
-def prune_orphans(conn, full_text, added_from=None):
-    """Delete the rows nothing refers to any more (schema.KEPT_WHILE_USED, children first; rows that belong to
-    them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows they have:
-    not those this build added (ids from added_from, {table: first id or None}), indexed later."""
-    for table in schema.KEPT_WHILE_USED:
+def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED):
+    """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
+    belong to them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows
+    they have: not those this build added (ids from added_from, {table: first id or None}), indexed later."""
+    for table in tables:
         condition = schema.orphans(table)
         while True:
             if full_text:
