@@ -49,15 +49,23 @@ class Loader:
         self.kind_ids = {}  # DependencyKind -> id
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
-        self.pages_by_name = {
-            (tag, package): path
-            for tag, package, path in conn.execute(
-                "SELECT tags.name, packages.name, path FROM pages JOIN tags ON tags.id = tag_id"
-                " JOIN packages ON packages.id = package_id"
-            )
-        }
+        self.pages_by_name = {}  # tag -> {package: path}: the pages kept, read for a tag when it first comes
         self.first_ids = {table: None for table in schema.COLUMNS}  # filled as tables are first used
         self.first_ids.update(self.next_id)
+
+    def _pages_of(self, tag):
+        """{package: path} of the tag's pages, those the database kept first: only the tags this build reads
+        are looked at, not the whole history. The tag's pages this build writes come later, and are noted here."""
+        pages = self.pages_by_name.get(tag)
+        if pages is None:
+            pages = self.pages_by_name[tag] = dict(
+                self.conn.execute(
+                    "SELECT packages.name, path FROM tags JOIN pages ON pages.tag_id = tags.id"
+                    " JOIN packages ON packages.id = package_id WHERE tags.name = ?",
+                    (tag,),
+                )
+            )
+        return pages
 
     def _lookup(self, table):
         """{identity: id} of the rows of table, those of the database first."""
@@ -110,7 +118,8 @@ class Loader:
 
     def add_document(self, document):
         """Check a document against everything loaded so far, then queue its rows; raises InputError."""
-        other = self.pages_by_name.get((document.tag, document.package))
+        pages = self._pages_of(document.tag)
+        other = pages.get(document.package)
         if other is not None:
             raise InputError(
                 document.source,
@@ -129,7 +138,7 @@ class Loader:
             self._spec_rows(document, page_id, package_id, number, binary, tarballs)
             for number, binary in enumerate(binaries)
         ]
-        self.pages_by_name[(document.tag, document.package)] = document.source
+        pages[document.package] = document.source
         self.queue(
             ROWS["pages"](
                 id=page_id,
