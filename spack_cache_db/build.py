@@ -337,7 +337,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     writer = BackgroundWriter(path, keep_going)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     try:
-        loader = load.Loader(conn, writer)
+        loader = load.Loader(conn, writer, {source.folder_tag for source in plan.to_read} - {None})
         configurations = Configurations()
         for error in plan.problems:
             _record_problem(loader, summary, error)
