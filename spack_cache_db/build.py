@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from spack_cache_db import __version__
-from spack_cache_db.db import load, maintenance, microarchitectures
+from spack_cache_db.db import load, maintenance, microarchitectures, schema
 from spack_cache_db.db.connection import database_uri, open_for_build
 from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema
 from spack_cache_db.db.writer import BackgroundWriter
@@ -337,7 +337,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     writer = BackgroundWriter(path, keep_going)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     try:
-        loader = load.Loader(conn, writer)
+        loader = load.Loader(conn, writer, {source.folder_tag for source in plan.to_read} - {None})
         configurations = Configurations()
         for error in plan.problems:
             _record_problem(loader, summary, error)
@@ -500,12 +500,18 @@ def _problem(error, tag=None):
     )
 
 
+# What loading tags.yaml again (tag_stacks emptied, then filled) may leave without a use.
+TAGS_YAML_RELEASES = schema.released_by(["tag_stacks"])
+
+
 def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     full = not summary.incremental
     if summary.failed_tags:  # the rows such a tag got before it failed
         maintenance.delete_tags(conn, summary.failed_tags)
-    if summary.rejected or summary.failed_tags or plan.tags_changed:  # tags and stacks only they declared go too
+    if summary.rejected or summary.failed_tags:  # whatever only their rows used goes too
         maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids)
+    elif plan.tags_changed:  # tags and stacks only tags.yaml declared go too: looking at every spec would cost seconds
+        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids, tables=TAGS_YAML_RELEASES)
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     if full:

@@ -110,6 +110,20 @@ def test_a_new_tag_is_added_like_a_full_build(site, tmp_path):
     assert canonical(db) == full_build(site, tmp_path)
 
 
+def test_a_version_gone_ranks_the_others_like_a_full_build(site, tmp_path):
+    """An update ranks again only the packages whose versions changed: a version gone leaves a gap in the
+    others' ranks (or none, the newest gone), a new one is loaded with rank 0; other packages keep theirs."""
+    db = tmp_path / "cache.db"
+    write_page(site, "bolt", "develop-2025-06-01", [spec("v9.0", versions=["9.0"]), spec("v9.3", versions=["9.3"])])
+    middle = write_page(site, "bolt", "develop-2025-06-08", [spec("v9.1", versions=["9.1"])])
+    newest = write_page(site, "bolt", "develop-2025-06-15", [spec("v9.4", versions=["9.4"])])
+    build([str(site)], db)
+    for gone in (middle, newest):
+        shutil.rmtree(gone.parent.parent)
+        build([str(site)], db)
+        assert canonical(db) == full_build(site, tmp_path)
+
+
 def test_touched_but_unchanged_pages_are_not_parsed_again(site, tmp_path):
     db = tmp_path / "cache.db"
     build([str(site)], db)

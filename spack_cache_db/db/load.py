@@ -1,7 +1,7 @@
 """Load records into cache.db: ids resolved in memory, rows (schema.ROWS, by name) handed to the writer in batches.
 
 Every row the loader makes is one of schema.ROWS; a table's rows are looked up by its identity (schema.IDENTITY),
-read from the database the first time the table is used, so an incremental build continues its ids. Specs are
+read from the database before the writer starts, so an incremental build continues its ids. Specs are
 the exception (schema.NUMBERED_BY_DATABASE): millions of them, so rows name a spec by its hash and the writer
 numbers them, each hash once, its facts checked wherever it appears.
 """
@@ -21,6 +21,16 @@ _IDENTITY_OF = {
     table: operator.itemgetter(*(schema.COLUMNS[table].index(column) for column in columns))
     for table, columns in schema.IDENTITY.items()
 }
+# The tables whose rows the loader numbers and looks up by their identity (a UNIQUE key): not pages, numbered
+# without a lookup, nor the tables the database numbers.
+LOOKED_UP = tuple(
+    table
+    for table, identity in schema.IDENTITY.items()
+    if "id" in schema.COLUMNS[table]
+    and identity != ("id",)
+    and table != "pages"
+    and table not in schema.NUMBERED_BY_DATABASE
+)
 # Built's fields a configuration stores as they are (its other parts are rows of their own, named by id).
 BUILT_COLUMNS = tuple(field for field in schema.COLUMNS["configurations"] if field in Built._fields)
 
@@ -37,10 +47,11 @@ def _tarball_prefix(tarballs, document, built):
 class Loader:
     """Turns records into rows of one open database, remembering every id it has handed out."""
 
-    def __init__(self, conn, writer):
+    def __init__(self, conn, writer, tags=()):
+        """tags: those the build is about to read pages of (their pages kept are read now)."""
         self.conn = conn
         self.writer = writer
-        self.ids = {}  # table -> {identity: id}, read from the database when the table is first used
+        self.ids = {}  # table -> {identity: id}, those of the database first
         self.next_id = {}
         self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []  # see mark()
@@ -49,15 +60,34 @@ class Loader:
         self.kind_ids = {}  # DependencyKind -> id
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
-        self.pages_by_name = {
-            (tag, package): path
-            for tag, package, path in conn.execute(
-                "SELECT tags.name, packages.name, path FROM pages JOIN tags ON tags.id = tag_id"
-                " JOIN packages ON packages.id = package_id"
-            )
+        self.pages_by_name = {}  # tag -> {package: path}: the pages kept, read for a tag when it first comes
+        self.tags_with_pages = {
+            row[0] for row in conn.execute("SELECT name FROM tags WHERE id IN (SELECT tag_id FROM pages)")
         }
-        self.first_ids = {table: None for table in schema.COLUMNS}  # filled as tables are first used
+        self.first_ids = {table: None for table in schema.COLUMNS}  # filled as tables are looked up
         self.first_ids.update(self.next_id)
+        # Read now, before the writer holds the file: a table first looked up later would wait for its batch.
+        for table in LOOKED_UP:
+            self._lookup(table)
+        for tag in tags:
+            self._pages_of(tag)
+
+    def _pages_of(self, tag):
+        """{package: path} of the tag's pages, those the database kept first: only the tags this build reads
+        are looked at, not the whole history (a tag not named to __init__, while the writer holds the file,
+        waits for its batch). The tag's pages this build writes come later, and are noted here."""
+        pages = self.pages_by_name.get(tag)
+        if pages is None and tag not in self.tags_with_pages:
+            pages = self.pages_by_name[tag] = {}
+        elif pages is None:
+            pages = self.pages_by_name[tag] = dict(
+                self.conn.execute(
+                    "SELECT packages.name, path FROM tags JOIN pages ON pages.tag_id = tags.id"
+                    " JOIN packages ON packages.id = package_id WHERE tags.name = ?",
+                    (tag,),
+                )
+            )
+        return pages
 
     def _lookup(self, table):
         """{identity: id} of the rows of table, those of the database first."""
@@ -110,7 +140,8 @@ class Loader:
 
     def add_document(self, document):
         """Check a document against everything loaded so far, then queue its rows; raises InputError."""
-        other = self.pages_by_name.get((document.tag, document.package))
+        pages = self._pages_of(document.tag)
+        other = pages.get(document.package)
         if other is not None:
             raise InputError(
                 document.source,
@@ -129,7 +160,7 @@ class Loader:
             self._spec_rows(document, page_id, package_id, number, binary, tarballs)
             for number, binary in enumerate(binaries)
         ]
-        self.pages_by_name[(document.tag, document.package)] = document.source
+        pages[document.package] = document.source
         self.queue(
             ROWS["pages"](
                 id=page_id,

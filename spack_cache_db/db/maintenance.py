@@ -7,12 +7,18 @@ import json
 from spack_cache_db import normalise
 from spack_cache_db.db import schema
 
+RERANKED_VERSIONS = """SELECT id, package_id, version FROM versions WHERE package_id IN (
+    SELECT package_id FROM versions GROUP BY package_id HAVING min(version_rank) = 0 OR max(version_rank) <> count(*)
+)"""
+
 
 def rank_versions_and_tags(conn):
     """version_rank in Spack's order within each package, and the version keys SQL compares versions and
-    compilers' versions by; sort_order of tags as people expect, and their mirrors."""
+    compilers' versions by; sort_order of tags as people expect, and their mirrors. Only the packages whose
+    versions changed are ranked again: those with a new version (rank 0, as loaded) or with one gone (a gap
+    in their ranks; the others keep their order)."""
     by_package = {}
-    for version_id, package_id, version in conn.execute("SELECT id, package_id, version FROM versions"):
+    for version_id, package_id, version in conn.execute(RERANKED_VERSIONS):
         by_package.setdefault(package_id, []).append((normalise.version_key(version), version, version_id))
     ranks = []
     for versions in by_package.values():
@@ -82,11 +88,11 @@ def reject_page(conn, problem):
     conn.execute(schema.insert_sql("problems"), problem)
 
 
-def prune_orphans(conn, full_text, added_from=None):
-    """Delete the rows nothing refers to any more (schema.KEPT_WHILE_USED, children first; rows that belong to
-    them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows they have:
-    not those this build added (ids from added_from, {table: first id or None}), indexed later."""
-    for table in schema.KEPT_WHILE_USED:
+def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED):
+    """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
+    belong to them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows
+    they have: not those this build added (ids from added_from, {table: first id or None}), indexed later."""
+    for table in tables:
         condition = schema.orphans(table)
         while True:
             if full_text:
@@ -142,7 +148,15 @@ def refresh_counts(conn, tag_ids=None):
         conn.execute(f"DROP TABLE temp.{temporary}")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    counts.update({table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables})
+    counts.update(
+        {
+            table: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            for table in tables
+            if table not in schema.FULL_TEXT
+        }
+    )
+    # A full-text index has a row for each row of its table; counting it would read the text of every one.
+    counts.update({index: counts[rows] for index, (rows, _, _) in schema.FULL_TEXT.items()})
     counts["row_counts"] = len(counts)
     conn.execute("DELETE FROM row_counts")
     conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))

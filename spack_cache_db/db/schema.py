@@ -780,6 +780,21 @@ SELF_RELEASING = frozenset(
 )
 
 
+def released_by(tables):
+    """The KEPT_WHILE_USED tables, in their order, whose rows may be left orphans when rows of these tables go:
+    the tables they refer to, and in turn those that these, or the rows that belong to these, refer to."""
+    reached, pending = set(), list(tables)
+    while pending:
+        deleted = pending.pop()
+        for r in REFERENCES:
+            if r.child == deleted and not r.cascade and r.parent in KEPT_WHILE_USED and r.parent not in reached:
+                reached.add(r.parent)
+                pending.append(r.parent)
+            elif r.parent == deleted and r.cascade:  # goes with its parent
+                pending.append(r.child)
+    return tuple(table for table in KEPT_WHILE_USED if table in reached)
+
+
 def orphans(table):
     """SQL condition for the rows of a KEPT_WHILE_USED table that nothing refers to any more."""
     return " AND ".join(

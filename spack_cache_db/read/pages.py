@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,9 +154,10 @@ def _is_folder(entry):
 
 
 def _is_regular(entry):
-    """Whether a folder's entry is a regular file (after links); False when it cannot be looked at."""
+    """Whether a folder's entry is a regular file (after links); False when it cannot be looked at. is_file()
+    tests the mode for S_IFREG, from the folder's listing where that names the type: no stat per file."""
     try:
-        return entry.is_file() and stat.S_ISREG(entry.stat().st_mode)
+        return entry.is_file()
     except OSError:
         return False
 
