@@ -8,7 +8,7 @@ from paths import SEEDS, SITE
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
-from spack_cache_db.db.schema import SCHEMA_VERSION, VIEW_COUNTS
+from spack_cache_db.db.schema import SCHEMA_VERSION, VIEW_COUNTS, VIEW_ROWS_OF
 from spack_cache_db.records import InputError
 
 
@@ -325,7 +325,7 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     assert counts(db) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
     row_counts = dict(conn.execute("SELECT name, count FROM row_counts"))
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    tables += list(VIEW_COUNTS)  # views a table page of Datasette counts
+    tables += [*VIEW_COUNTS, *VIEW_ROWS_OF]  # views a table page of Datasette counts
     assert row_counts == {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables}
     assert json.loads(info["inputs"]) == [SEEDS]
     assert not list(tmp_path.glob(".cache.db.tmp-*"))

@@ -157,6 +157,7 @@ def refresh_counts(conn, tag_ids=None):
     )
     # A full-text index has a row for each row of its table; counting it would read the text of every one.
     counts.update({index: counts[rows] for index, (rows, _, _) in schema.FULL_TEXT.items()})
+    counts.update({view: counts[table] for view, table in schema.VIEW_ROWS_OF.items()})
     counts["row_counts"] = len(counts)
     conn.execute("DELETE FROM row_counts")
     conn.executemany("INSERT INTO row_counts VALUES (?, ?)", sorted(counts.items()))

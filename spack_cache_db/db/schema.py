@@ -689,13 +689,17 @@ RECOUNT_TEMPORARIES = (
     "recount", "recounted_tags", "value_changes", "pair_changes", "page_listing_counts", "package_counts",
     "binary_counts", "scalar_counts", "tag_values",
 )  # fmt: skip
+# The views whose row counts Datasette is given: those with a row for each row of a table (counted with it)...
+VIEW_ROWS_OF = {
+    "dependencies": "spec_dependencies",
+    "spec_names": "specs",
+    "spec_tags": "page_specs",
+    "stack_memberships": "stack_set_members",
+    "page_stack_counts": "pages",
+}
+# ... and those summed from the count tables.
 VIEW_COUNTS = {
     "binaries": f"SELECT coalesce(sum(binaries), 0) FROM binaries_facet_counts WHERE facet = '{PER_TAG}'",
-    "dependencies": "SELECT count(*) FROM spec_dependencies",
-    "spec_names": "SELECT count(*) FROM specs",
-    "spec_tags": "SELECT count(*) FROM page_specs",
-    "stack_memberships": "SELECT count(*) FROM stack_set_members",
-    "page_stack_counts": "SELECT count(*) FROM pages",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
 }
 
