@@ -516,11 +516,8 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     conn.execute("ANALYZE")
     _write_build_info(conn, paths, plan)
     maintenance.refresh_counts(conn, None if full else changed_tags)
-    # foreign_keys = ON has checked every write of this build; the whole check is a second look at a new
-    # file. An incremental build starts from a file that passed it, so there it would only cost time.
-    problems = maintenance.foreign_key_problems(conn) if full else []
-    if problems:
-        raise BuildError(f"internal error: foreign key check failed on {problems[:5]}")
+    # No PRAGMA foreign_key_check: foreign_keys = ON (open_for_build, the writer's connection and this one) has
+    # checked every write of this build as it was made; tests/test_foreign_keys.py checks whole databases.
     conn.execute("COMMIT")
     return counts(conn)
 

@@ -46,6 +46,7 @@ class Loader:
         self.origins = []  # see mark()
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
+        self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
         self.kind_ids = {}  # DependencyKind -> id
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
@@ -248,7 +249,7 @@ class Loader:
             os_id=self._named_id("oss", built.os),
             platform_id=self._named_id("platforms", built.platform),
             target_id=self._named_id("targets", built.target),
-            variant_set_id=self._variant_set_id(built.variants),
+            variant_set_id=self._variant_set_of(built),
             **{field: getattr(built, field) for field in BUILT_COLUMNS},
         )
 
@@ -266,6 +267,12 @@ class Loader:
             )
 
         return self._id("variants", variant.raw, row)
+
+    def _variant_set_of(self, built):
+        found = self.variant_set_by_raw.get(built.raw_variants)
+        if found is None:
+            found = self.variant_set_by_raw[built.raw_variants] = self._variant_set_id(built.variants)
+        return found
 
     def _variant_set_id(self, variants):
         text = json.dumps([v.raw for v in variants], ensure_ascii=False)
@@ -315,7 +322,11 @@ class Loader:
         for table, ids in self.ids.items():
             for key in [k for k, v in ids.items() if v >= self.next_id[table]]:
                 del ids[key]
-        for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
+        for memo, table in (
+            (self.configuration_by_built, "configurations"),
+            (self.listing_by_stacks, "listings"),
+            (self.variant_set_by_raw, "variant_sets"),
+        ):
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
         self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}

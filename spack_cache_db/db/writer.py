@@ -129,9 +129,12 @@ def _write_batches(path, pipe, builds_end):
             batches, origins = message
             conn.execute("BEGIN")
             for table, statement, rows in batches:
+                numbered = table in NUMBERED_BY_DATABASE
+                last_id = _last_id(conn, table) if numbered else None
                 _insert(conn, table, statement, rows, origins)
-                if table in NUMBERED_BY_DATABASE:
-                    for conflict in _conflicts(conn, table, rows, batches, origins):
+                if numbered:
+                    repeated = _not_written(conn, table, rows, last_id)
+                    for conflict in _conflicts(conn, table, rows, repeated, batches, origins):
                         pipe.send(("conflict", *conflict))
             conn.execute("COMMIT")
     except RefusedRow as refused:
@@ -167,9 +170,32 @@ def _origin(origins, table, position):
     return next((origin for origin in reversed(origins) if origin.firsts[table] <= position), Origin("an input", {}))
 
 
-def _conflicts(conn, table, rows, batches, origins):
-    """(input, field, expected) for each of these rows, just written, whose identity the table already held
-    with other facts (written earlier, or earlier in this batch): the first facts stay."""
+def _last_id(conn, table):
+    return conn.execute(f"SELECT ifnull(max(id), 0) FROM {table}").fetchone()[0]
+
+
+def _not_written(conn, table, rows, last_id):
+    """The positions of the rows (of a table the database numbers) that ON CONFLICT DO NOTHING left out: their
+    identity was there already, before this batch or earlier in it. The rows written took the ids after
+    last_id, in order: each the first of its identity in the batch."""
+    (key,) = IDENTITY[table]
+    written = iter(conn.execute(f"SELECT {key} FROM {table} WHERE id > ? ORDER BY id", (last_id,)))
+    position_of_key = COLUMNS[table].index(key)
+    expected = next(written, None)
+    left_out = []
+    for position, row in enumerate(rows):
+        if expected is not None and row[position_of_key] == expected[0]:
+            expected = next(written, None)
+        else:
+            left_out.append(position)
+    return left_out
+
+
+def _conflicts(conn, table, rows, positions, batches, origins):
+    """(input, field, expected) for each of these rows (at positions), just left out, whose identity the table
+    already held with other facts (written earlier, or earlier in this batch): the first facts stay."""
+    if not positions:
+        return
     columns = COLUMNS[table]
     (key,) = IDENTITY[table]
     facts = [column for column in columns if column not in ("id", key)]
@@ -177,9 +203,10 @@ def _conflicts(conn, table, rows, batches, origins):
     found = conn.execute(
         f"SELECT batch.key, {table}.id, {', '.join(f'{table}.{column}' for column in facts)} FROM json_each(?) AS batch"
         f" JOIN {table} ON {table}.{key} = batch.value ->> {columns.index(key)} WHERE {differs}",
-        (json.dumps(rows),),
+        (json.dumps([rows[position] for position in positions]),),
     ).fetchall()
-    for position, stored_id, *stored in found:
+    for candidate, stored_id, *stored in found:
+        position = positions[candidate]
         row = dict(zip(columns, rows[position], strict=True))
         origin = _origin(origins, table, position)
         first = _first_source(conn, rows[:position], row, key, origins, table, stored_id)
