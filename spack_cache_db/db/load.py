@@ -47,6 +47,7 @@ class Loader:
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
         self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
+        self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
@@ -289,6 +290,12 @@ class Loader:
         return self._id("variant_sets", text, row)
 
     def _stack_set_id(self, stacks):
+        found = self.stack_set_by_stacks.get(stacks)
+        if found is None:
+            found = self.stack_set_by_stacks[stacks] = self._new_stack_set_id(stacks)
+        return found
+
+    def _new_stack_set_id(self, stacks):
         text = json.dumps(stacks)
 
         def row(new_id):
@@ -326,6 +333,7 @@ class Loader:
             (self.configuration_by_built, "configurations"),
             (self.listing_by_stacks, "listings"),
             (self.variant_set_by_raw, "variant_sets"),
+            (self.stack_set_by_stacks, "stack_sets"),
         ):
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
