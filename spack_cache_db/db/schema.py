@@ -811,22 +811,29 @@ def _full_text_ddl():
 # Tables whose rows the database numbers, not the loader: there are millions of specs, so a row names a spec by
 # its identity (its hash) and the same spec written twice is one row (the writer checks that its facts agree).
 NUMBERED_BY_DATABASE = ("specs",)
+# The columns that name such a row, by table: {table: ((column position, the table it names a row of), ...)}.
+# The loader puts the row's identity there; the writer, its id.
+NUMBERED_REFERENCES = {
+    table: references
+    for table in COLUMNS
+    if (
+        references := tuple(
+            (COLUMNS[table].index(r.column), r.parent)
+            for r in REFERENCES
+            if r.child == table and r.parent in NUMBERED_BY_DATABASE
+        )
+    )
+}
 
 
 def insert_sql(table):
-    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple), a reference to a row the
-    database numbers given by that row's identity. A row the database numbers, or one identified only by
-    such references (an edge between specs), is written once: written again, nothing happens."""
+    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple). A row the database numbers,
+    or one identified only by references to such rows (an edge between specs), is written once: written again,
+    nothing happens."""
     columns = COLUMNS[table]
-    references = {r.column: r.parent for r in REFERENCES if r.child == table and r.parent in NUMBERED_BY_DATABASE}
-    values = [
-        f"(SELECT id FROM {references[column]} WHERE {IDENTITY[references[column]][0]} = ?)"
-        if column in references
-        else "?"
-        for column in columns
-    ]
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
-    if table in NUMBERED_BY_DATABASE or (references and set(IDENTITY[table]) <= references.keys()):
+    references = {COLUMNS[table][position] for position, _ in NUMBERED_REFERENCES.get(table, ())}
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    if table in NUMBERED_BY_DATABASE or (references and set(IDENTITY[table]) <= references):
         sql += " ON CONFLICT DO NOTHING"
     return sql
 
