@@ -15,6 +15,7 @@ from spack_cache_db.db.writer import Origin
 from spack_cache_db.records import Built, InputError
 
 ROWS = schema.ROWS
+_SPEC_ROW, _PAGE_SPEC_ROW, _EDGE_ROW = (schema.PLAIN_ROWS[t] for t in ("specs", "page_specs", "spec_dependencies"))
 STATEMENTS = {table: schema.insert_sql(table) for table in schema.COLUMNS}
 # A row's identity, as the key the loader remembers it by: the value itself for a one-column identity.
 _IDENTITY_OF = {
@@ -155,7 +156,7 @@ class Loader:
         """(the specs row, the page_specs row): both name the spec by its hash."""
         built = binary.built
         configuration_id = self._configuration_of(package_id, built)
-        spec = ROWS["specs"](id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
+        spec = _SPEC_ROW(id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
         listing_id = self.listing_by_stacks.get((configuration_id, binary.stacks))
         if listing_id is None:
             listing_id = self._listing_id(configuration_id, self._stack_set_id(binary.stacks))
@@ -171,7 +172,7 @@ class Loader:
             extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         else:
             extra = None
-        page_spec = ROWS["page_specs"](
+        page_spec = _PAGE_SPEC_ROW(
             page_id=page_id,
             spec_id=binary.hash,
             position=position,
@@ -206,11 +207,7 @@ class Loader:
         add_edge = self.pending["spec_dependencies"].append
         for spec in specs:
             for dependency_hash, kind in spec.dependencies or ():
-                add_edge(
-                    ROWS["spec_dependencies"](
-                        spec_id=spec.hash, dependency_id=dependency_hash, kind_id=self._kind_id(kind)
-                    )
-                )
+                add_edge(_EDGE_ROW(spec_id=spec.hash, dependency_id=dependency_hash, kind_id=self._kind_id(kind)))
 
     def _kind_id(self, kind):
         kind_id = self.kind_ids.get(kind)
