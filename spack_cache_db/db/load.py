@@ -15,6 +15,7 @@ from spack_cache_db.db.writer import Origin
 from spack_cache_db.records import Built, InputError
 
 ROWS = schema.ROWS
+_SPEC_ROW, _PAGE_SPEC_ROW, _EDGE_ROW = (schema.PLAIN_ROWS[t] for t in ("specs", "page_specs", "spec_dependencies"))
 STATEMENTS = {table: schema.insert_sql(table) for table in schema.COLUMNS}
 # A row's identity, as the key the loader remembers it by: the value itself for a one-column identity.
 _IDENTITY_OF = {
@@ -57,6 +58,8 @@ class Loader:
         self.origins = []  # see mark()
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
         self.listing_by_stacks = {}  # (configuration id, stacks) -> id
+        self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
+        self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
@@ -184,7 +187,7 @@ class Loader:
         """(the specs row, the page_specs row): both name the spec by its hash."""
         built = binary.built
         configuration_id = self._configuration_of(package_id, built)
-        spec = ROWS["specs"](id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
+        spec = _SPEC_ROW(id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
         listing_id = self.listing_by_stacks.get((configuration_id, binary.stacks))
         if listing_id is None:
             listing_id = self._listing_id(configuration_id, self._stack_set_id(binary.stacks))
@@ -200,7 +203,7 @@ class Loader:
             extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         else:
             extra = None
-        page_spec = ROWS["page_specs"](
+        page_spec = _PAGE_SPEC_ROW(
             page_id=page_id,
             spec_id=binary.hash,
             position=position,
@@ -235,11 +238,7 @@ class Loader:
         add_edge = self.pending["spec_dependencies"].append
         for spec in specs:
             for dependency_hash, kind in spec.dependencies or ():
-                add_edge(
-                    ROWS["spec_dependencies"](
-                        spec_id=spec.hash, dependency_id=dependency_hash, kind_id=self._kind_id(kind)
-                    )
-                )
+                add_edge(_EDGE_ROW(spec_id=spec.hash, dependency_id=dependency_hash, kind_id=self._kind_id(kind)))
 
     def _kind_id(self, kind):
         kind_id = self.kind_ids.get(kind)
@@ -279,7 +278,7 @@ class Loader:
             os_id=self._named_id("oss", built.os),
             platform_id=self._named_id("platforms", built.platform),
             target_id=self._named_id("targets", built.target),
-            variant_set_id=self._variant_set_id(built.variants),
+            variant_set_id=self._variant_set_of(built),
             **{field: getattr(built, field) for field in BUILT_COLUMNS},
         )
 
@@ -298,6 +297,12 @@ class Loader:
 
         return self._id("variants", variant.raw, row)
 
+    def _variant_set_of(self, built):
+        found = self.variant_set_by_raw.get(built.raw_variants)
+        if found is None:
+            found = self.variant_set_by_raw[built.raw_variants] = self._variant_set_id(built.variants)
+        return found
+
     def _variant_set_id(self, variants):
         text = json.dumps([v.raw for v in variants], ensure_ascii=False)
 
@@ -313,6 +318,12 @@ class Loader:
         return self._id("variant_sets", text, row)
 
     def _stack_set_id(self, stacks):
+        found = self.stack_set_by_stacks.get(stacks)
+        if found is None:
+            found = self.stack_set_by_stacks[stacks] = self._new_stack_set_id(stacks)
+        return found
+
+    def _new_stack_set_id(self, stacks):
         text = json.dumps(stacks)
 
         def row(new_id):
@@ -346,7 +357,12 @@ class Loader:
         for table, ids in self.ids.items():
             for key in [k for k, v in ids.items() if v >= self.next_id[table]]:
                 del ids[key]
-        for memo, table in ((self.configuration_by_built, "configurations"), (self.listing_by_stacks, "listings")):
+        for memo, table in (
+            (self.configuration_by_built, "configurations"),
+            (self.listing_by_stacks, "listings"),
+            (self.variant_set_by_raw, "variant_sets"),
+            (self.stack_set_by_stacks, "stack_sets"),
+        ):
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
         self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}

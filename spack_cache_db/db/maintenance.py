@@ -130,10 +130,6 @@ def rebuild_full_text(conn):
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
 
 
-def foreign_key_problems(conn):
-    return conn.execute("PRAGMA foreign_key_check").fetchall()
-
-
 def refresh_counts(conn, tag_ids=None):
     """Recount the counts kept per tag for these tags (None: every tag) and for tags gone since, then
     row_counts of every table and view."""

@@ -738,6 +738,19 @@ def _row_type(table):
 
 # Rows travel by name: a named tuple per table, its fields the table's columns in order.
 ROWS = {table: _row_type(table) for table in COLUMNS}
+
+
+def _plain_row_type(table):
+    """A function that makes a row of table by keywords as a plain tuple of its columns in order: half the cost
+    of a named tuple, and handed to the writer as it is (a named tuple is copied into a tuple first)."""
+    columns = ", ".join(COLUMNS[table])
+    namespace = {}
+    exec(f"def {table}(*, {columns}):\n    return ({columns},)", namespace)  # the names are schema.py's columns
+    return namespace[table]
+
+
+# The rows the loader makes by the million (a binary's two rows, a dependency edge), as plain tuples.
+PLAIN_ROWS = {table: _plain_row_type(table) for table in ("specs", "page_specs", "spec_dependencies")}
 # Spack's deptypes in its order, each with its flag column on dependency_kinds (is_<deptype>): questions pick
 # link or run edges by these integers, never by reading the deptypes JSON of every edge.
 DEPTYPE_FLAGS = {
@@ -830,22 +843,29 @@ def _full_text_ddl():
 # Tables whose rows the database numbers, not the loader: there are millions of specs, so a row names a spec by
 # its identity (its hash) and the same spec written twice is one row (the writer checks that its facts agree).
 NUMBERED_BY_DATABASE = ("specs",)
+# The columns that name such a row, by table: {table: ((column position, the table it names a row of), ...)}.
+# The loader puts the row's identity there; the writer, its id.
+NUMBERED_REFERENCES = {
+    table: references
+    for table in COLUMNS
+    if (
+        references := tuple(
+            (COLUMNS[table].index(r.column), r.parent)
+            for r in REFERENCES
+            if r.child == table and r.parent in NUMBERED_BY_DATABASE
+        )
+    )
+}
 
 
 def insert_sql(table):
-    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple), a reference to a row the
-    database numbers given by that row's identity. A row the database numbers, or one identified only by
-    such references (an edge between specs), is written once: written again, nothing happens."""
+    """INSERT of a whole row of table, its values in COLUMNS order (a ROWS tuple). A row the database numbers,
+    or one identified only by references to such rows (an edge between specs), is written once: written again,
+    nothing happens."""
     columns = COLUMNS[table]
-    references = {r.column: r.parent for r in REFERENCES if r.child == table and r.parent in NUMBERED_BY_DATABASE}
-    values = [
-        f"(SELECT id FROM {references[column]} WHERE {IDENTITY[references[column]][0]} = ?)"
-        if column in references
-        else "?"
-        for column in columns
-    ]
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(values)})"
-    if table in NUMBERED_BY_DATABASE or (references and set(IDENTITY[table]) <= references.keys()):
+    references = {COLUMNS[table][position] for position, _ in NUMBERED_REFERENCES.get(table, ())}
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    if table in NUMBERED_BY_DATABASE or (references and set(IDENTITY[table]) <= references):
         sql += " ON CONFLICT DO NOTHING"
     return sql
 

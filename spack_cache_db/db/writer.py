@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.schema import COLUMNS, IDENTITY, NUMBERED_BY_DATABASE
+from spack_cache_db.db.schema import COLUMNS, IDENTITY, NUMBERED_BY_DATABASE, NUMBERED_REFERENCES
 from spack_cache_db.records import InputError
 
 
@@ -128,10 +128,14 @@ def _write_batches(path, pipe, builds_end):
                 continue
             batches, origins = message
             conn.execute("BEGIN")
+            written = {}  # table the database numbers -> {identity: id} of the rows this batch wrote
             for table, statement, rows in batches:
-                _insert(conn, table, statement, rows, origins)
-                if table in NUMBERED_BY_DATABASE:
-                    for conflict in _conflicts(conn, table, rows, batches, origins):
+                numbered = table in NUMBERED_BY_DATABASE
+                last_id = _last_id(conn, table) if numbered else None
+                _insert(conn, table, statement, _with_ids(conn, table, rows, written), origins)
+                if numbered:
+                    written[table], repeated = _written(conn, table, rows, last_id)
+                    for conflict in _conflicts(conn, table, rows, repeated, batches, origins):
                         pipe.send(("conflict", *conflict))
             conn.execute("COMMIT")
     except RefusedRow as refused:
@@ -167,9 +171,51 @@ def _origin(origins, table, position):
     return next((origin for origin in reversed(origins) if origin.firsts[table] <= position), Origin("an input", {}))
 
 
-def _conflicts(conn, table, rows, batches, origins):
-    """(input, field, expected) for each of these rows, just written, whose identity the table already held
-    with other facts (written earlier, or earlier in this batch): the first facts stay."""
+def _last_id(conn, table):
+    return conn.execute(f"SELECT ifnull(max(id), 0) FROM {table}").fetchone()[0]
+
+
+def _written(conn, table, rows, last_id):
+    """({identity: id} of the rows of a table the database numbers that were written, the positions of those
+    ON CONFLICT DO NOTHING left out: their identity was there already, before this batch or earlier in it).
+    The rows written took the ids after last_id, in order: each the first of its identity in the batch."""
+    (key,) = IDENTITY[table]
+    written = conn.execute(f"SELECT {key}, id FROM {table} WHERE id > ? ORDER BY id", (last_id,)).fetchall()
+    position_of_key = COLUMNS[table].index(key)
+    expected = iter(written)
+    next_written = next(expected, (None,))[0]
+    left_out = []
+    for position, row in enumerate(rows):
+        if row[position_of_key] == next_written:
+            next_written = next(expected, (None,))[0]
+        else:
+            left_out.append(position)
+    return dict(written), left_out
+
+
+def _with_ids(conn, table, rows, written):
+    """rows with each reference to a row the database numbers given by that row's id rather than its identity:
+    the id this batch gave it (written), or else the one the table holds; None where there is none, which
+    the insert refuses."""
+    for position, parent in NUMBERED_REFERENCES.get(table, ()):
+        ids = written.get(parent, {})
+        missing = {row[position] for row in rows} - ids.keys()
+        if missing:
+            (key,) = IDENTITY[parent]
+            found = conn.execute(
+                f"SELECT {key}, id FROM {parent} WHERE {key} IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(missing)),),
+            )
+            ids = {**ids, **dict(found)}
+        rows = [row[:position] + (ids.get(row[position]),) + row[position + 1 :] for row in rows]
+    return rows
+
+
+def _conflicts(conn, table, rows, positions, batches, origins):
+    """(input, field, expected) for each of these rows (at positions), just left out, whose identity the table
+    already held with other facts (written earlier, or earlier in this batch): the first facts stay."""
+    if not positions:
+        return
     columns = COLUMNS[table]
     (key,) = IDENTITY[table]
     facts = [column for column in columns if column not in ("id", key)]
@@ -177,9 +223,10 @@ def _conflicts(conn, table, rows, batches, origins):
     found = conn.execute(
         f"SELECT batch.key, {table}.id, {', '.join(f'{table}.{column}' for column in facts)} FROM json_each(?) AS batch"
         f" JOIN {table} ON {table}.{key} = batch.value ->> {columns.index(key)} WHERE {differs}",
-        (json.dumps(rows),),
+        (json.dumps([rows[position] for position in positions]),),
     ).fetchall()
-    for position, stored_id, *stored in found:
+    for candidate, stored_id, *stored in found:
+        position = positions[candidate]
         row = dict(zip(columns, rows[position], strict=True))
         origin = _origin(origins, table, position)
         first = _first_source(conn, rows[:position], row, key, origins, table, stored_id)
