@@ -286,6 +286,20 @@ async def test_specs_per_tag_and_version_tag_specs(ds):
     ]
 
 
+async def test_specs_per_tag_of_every_package_counts_every_page_without_reading_the_pages(ds, cache_db):
+    """With no package, each tag's pages and binaries, as SQL counts them on the pages; read from the pages'
+    index and the build's counts (a history has 90,000 pages, each with its meta)."""
+    conn = sqlite3.connect(cache_db)
+    counted = conn.execute(
+        "SELECT tags.name, count(*), sum(pages.num_specs) FROM pages JOIN tags ON tags.id = pages.tag_id"
+        " GROUP BY tags.id ORDER BY tags.sort_order"
+    ).fetchall()
+    rows = await query(ds, "specs_per_tag")
+    assert [(row["tag"], row["packages"], row["specs"]) for row in rows] == counted
+    steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {QUERIES['specs_per_tag']['sql']}", {"package": ""})]
+    assert [step for step in steps if step.startswith("SCAN pages")] == [], steps
+
+
 async def test_tag_diff(ds):
     rows = await query(ds, "tag_diff", from_tag="develop-2025-03-23", to_tag="develop-2025-04-20")
     changes = {(row["package"], row["version"]): row["change"] for row in rows}
