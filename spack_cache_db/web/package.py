@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from datasette.utils import path_with_replaced_args
+from markupsafe import Markup, escape
 
 from spack_cache_db.query import diff, find, lookup
 from spack_cache_db.web import views
@@ -151,6 +152,34 @@ async def package_page(datasette, database, request):
         ),
         diff_url=views.page_url(datasette, database, views.DIFF),
     )
+
+
+def binary_rows(page, columns, cell):
+    """The rows of the binaries table as HTML (up to 1,000: put together here rather than cell by cell in the
+    template, which costs more than the cells): a box to tick to compare, then each column's cell, by
+    cell(column, value); with differences shown, the parts that vary and each binary's own variants."""
+    rows = []
+    for binary in page.binaries:
+        spec_hash = escape(binary["hash"])
+        cells = "".join(
+            f'<td class="col-{column}">{_binary_cell(page.differences, binary, column, cell)}</td>'
+            for column in columns
+        )
+        rows.append(
+            f'<tr><td class="col-compare"><input type="checkbox" name="hash" value="{spec_hash}"'
+            f' aria-label="compare {spec_hash}"></td>\n        {cells}</tr>\n'
+        )
+    return Markup("".join(rows))
+
+
+def _binary_cell(differences, binary, column, cell):
+    if differences and column == "variants":
+        return Markup(
+            "".join(f"<code>{escape(variant)}</code> " for variant in differences.own_variants[binary["hash"]])
+        )
+    if differences and column in differences.varying:
+        return escape(cell(column, differences.parts[binary["hash"]][column]))
+    return escape(cell(column, binary[column]))
 
 
 async def _differences(datasette, database, binaries):
