@@ -130,8 +130,10 @@ async def _question_vars(datasette, database, request):
             datasette.urls.query(database, "package") + "?" + urlencode({"package": page.package}) if page else ""
         )
 
+        database_path = given["spack_database_path"]
+
         def spack_cell(column, value):
-            return cell(datasette, database, None, column, value) or value
+            return cells.cell_html(database_path, None, column, value) or value
 
         given.update(
             {
