@@ -16,23 +16,21 @@ from spack_cache_db.web import views
 from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
-# Per filter, the values this package's binaries have (over every tag), by package name.
-_FILTER_CHOICES = {
-    "version": "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id"
-    " WHERE packages.name = ? ORDER BY version_rank DESC",
-    "compiler": "SELECT DISTINCT compilers.label FROM {configurations} JOIN compilers ON compilers.id = compiler_id"
-    " ORDER BY compilers.name, compilers.label",
-    "os": "SELECT DISTINCT oss.name FROM {configurations} JOIN oss ON oss.id = os_id ORDER BY 1",
-    "target": "SELECT DISTINCT targets.name FROM {configurations} JOIN targets ON targets.id = target_id ORDER BY 1",
-    "host": "SELECT name, family FROM microarchitectures ORDER BY family, name",
-}
-# The package's configurations that some tag lists (a listing is a listed configuration): not those of specs
-# that are only dependencies.
-_CONFIGURATIONS = (
-    "(SELECT configurations.* FROM packages JOIN versions ON versions.package_id = packages.id"
-    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?"
-    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id))"
+# Per filter, the values this package's binaries have (over every tag), by package name: its versions, and
+# the compilers, operating systems and targets of its configurations that some tag lists (a listing is a
+# listed configuration: not those of specs that are only dependencies), read together in one pass.
+_VERSIONS = (
+    "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id"
+    " WHERE packages.name = ? ORDER BY version_rank DESC"
 )
+_LISTED_PARTS = (
+    "SELECT DISTINCT compilers.name, compilers.label, oss.name, targets.name FROM packages"
+    " JOIN versions ON versions.package_id = packages.id JOIN configurations ON configurations.version_id = versions.id"
+    " JOIN compilers ON compilers.id = configurations.compiler_id JOIN oss ON oss.id = configurations.os_id"
+    " JOIN targets ON targets.id = configurations.target_id WHERE packages.name = ?"
+    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id)"
+)
+_HOSTS = "SELECT name, family FROM microarchitectures ORDER BY family, name"
 _TAGS = (
     "SELECT tags.name, tags.kind, tags.snapshot_date, pages.num_specs FROM packages"
     " JOIN pages ON pages.package_id = packages.id JOIN tags ON tags.id = pages.tag_id"
@@ -112,15 +110,11 @@ async def package_page(datasette, database, request):
     tag = request.args.get("tag", "")
     tag = tag if tag in tag_names else tag_names[0]
     filters = {name: request.args.get(name, "").strip() for name in BINARY_FILTERS}
-    choices = {
-        name: [
-            (row[0], row[1] if len(row) > 1 else None)
-            for row in await rows(
-                datasette, database, sql.format(configurations=_CONFIGURATIONS), [] if name == "host" else [package]
-            )
-        ]
-        for name, sql in _FILTER_CHOICES.items()
-    }
+    choices = _choices(
+        await rows(datasette, database, _VERSIONS, [package]),
+        await rows(datasette, database, _LISTED_PARTS, [package]),
+        await rows(datasette, database, _HOSTS),
+    )
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
     found = await datasette.execute(
         database, find_binaries["sql"], {**find.parameters(""), **filters, "package": package, "tag": tag}
@@ -152,6 +146,19 @@ async def package_page(datasette, database, request):
         ),
         diff_url=views.page_url(datasette, database, views.DIFF),
     )
+
+
+def _choices(versions, parts, hosts):
+    """{filter: [(value, group)]}: versions newest first, compilers by name then label, operating systems and
+    targets by name (SQLite's order: by their UTF-8 bytes, as Python orders text), hosts by family."""
+    parts = sorted(parts)
+    return {
+        "version": [(version, None) for (version,) in versions],
+        "compiler": [(label, None) for label in dict.fromkeys(label for _, label, _, _ in parts)],
+        "os": [(name, None) for name in sorted({os_name for _, _, os_name, _ in parts})],
+        "target": [(name, None) for name in sorted({target for *_, target in parts})],
+        "host": [(name, family) for name, family in hosts],
+    }
 
 
 def binary_rows(page, columns, cell):
