@@ -12,7 +12,7 @@ from datasette.utils import path_with_replaced_args
 from markupsafe import Markup, escape
 
 from spack_cache_db.query import diff, find, lookup
-from spack_cache_db.web import views
+from spack_cache_db.web import cells, views
 from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
@@ -177,6 +177,19 @@ def binary_rows(page, columns, cell):
             f' aria-label="compare {spec_hash}"></td>\n        {cells}</tr>\n'
         )
     return Markup("".join(rows))
+
+
+def dependency_rows(page, database_path):
+    """The rows of the dependencies table as HTML (the binaries of a package in a tag may need 2,000 packages):
+    each dependency linking to its page, its versions, how it is needed and by how many binaries."""
+    return Markup(
+        "".join(
+            f'<tr><td><a href="{escape(cells.package_url(database_path, name))}">{escape(name)}</a>'
+            f"{' (external)' if external else ''}</td>\n"
+            f"        <td>{escape(versions)}</td><td>{escape(how)}</td><td>{count:,}</td></tr>\n"
+            for name, versions, how, count, external in page.dependencies
+        )
+    )
 
 
 def _binary_cell(differences, binary, column, cell):

@@ -144,6 +144,7 @@ async def _question_vars(datasette, database, request):
                 "spack_list_url": views.page_url(datasette, database, views.PACKAGES),
                 "spack_cell": spack_cell,
                 "spack_binary_rows": lambda columns: package.binary_rows(page, columns, spack_cell),
+                "spack_dependency_rows": lambda: package.dependency_rows(page, database_path),
                 "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),
             }
         )
