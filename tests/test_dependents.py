@@ -17,6 +17,7 @@ from collections import defaultdict, deque
 import pytest
 from datasette.app import Datasette
 from mirrors import write_v2
+from pagemaker import write_spread_corpus
 from test_dependencies import dag_hash
 from test_indexes import LIBDWARF_M1
 
@@ -314,6 +315,25 @@ def test_dependents_work_stays_the_same_as_the_rest_of_the_database_grows(growin
     assert [row["hash"] for row in rows["small"]] == [row["hash"] for row in rows["large"]]
     assert 0 < len(rows["small"]) <= 40
     assert answers["large"] < 1.25 * answers["small"], answers
+
+
+@pytest.mark.parametrize("params", [{"package": "pkg1", "hash": ""}, {"package": "pkg1", "hash": "abcd"}])
+def test_the_dependents_question_on_pages_reads_nothing_however_many_binaries_the_package_has(tmp_path, params):
+    """Pages have no edges: the question answers at once, the same work whether the package has its binaries
+    in one tag or in eight (it used to check every spec of the package in every tag)."""
+    sql = describe.read_query(describe.QUERIES / "dependents.sql").sql
+
+    def ask(conn):
+        return conn.execute(sql, {**params, "tag": "v0"}).fetchall()
+
+    steps = {}
+    for tags in (1, 8):
+        site = write_spread_corpus(tmp_path / f"{tags}", [f"v{n}" for n in range(tags)], 2, 300)
+        build([str(site)], tmp_path / f"{tags}.db")
+        rows = ask(lookup.open_database(tmp_path / f"{tags}.db"))
+        assert len(rows) == 1 and rows[0][0] is None  # the sentence that says there are no dependencies
+        steps[tags] = steps_of(tmp_path / f"{tags}.db", ask)
+    assert steps[8] <= steps[1] + 200, steps
 
 
 def test_the_dependency_tree_reads_each_spec_from_its_key(growing):

@@ -191,6 +191,21 @@ def test_every_parameter_of_every_question_has_a_field(cache_db):
         assert set(entry.get("fields", {})) <= set(entry["params"]), name
 
 
+# Tables of names, each row a value a form may offer: a form's choices may read them whole.
+NAME_TABLES = {"tags", "stacks", "oss", "platforms", "targets", "compilers", "microarchitectures"}
+
+
+def test_a_forms_choices_read_whole_no_table_but_the_names_they_offer(cache_db):
+    """Every question's page reads its fields' choices: a table that grows with the binaries, their tags or
+    the combinations of their values (such as tag_cells) is read by its key, never whole."""
+    conn = sqlite3.connect(cache_db)
+    for name, field in SITE_SETTINGS["fields"].items():
+        if "choices" in field:
+            steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {field['choices']}")]
+            scanned = {step.split()[1] for step in steps if step.startswith("SCAN ") and "CONSTANT ROW" not in step}
+            assert scanned <= NAME_TABLES, (name, steps)
+
+
 def test_the_questions_listed_first_are_queries_and_tables_of_the_database(cache_db):
     tables = visible_tables_and_views(cache_db)
     for section in SITE_SETTINGS["questions"]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from datasette.app import Datasette
+from pagemaker import spec, write_page
+from test_counts import vm_steps
 
 from spack_cache_db.build import build
 from spack_cache_db.web import describe
@@ -286,6 +288,20 @@ async def test_specs_per_tag_and_version_tag_specs(ds):
     ]
 
 
+async def test_specs_per_tag_of_every_package_counts_every_page_without_reading_the_pages(ds, cache_db):
+    """With no package, each tag's pages and binaries, as SQL counts them on the pages; read from the pages'
+    index and the build's counts (a history has 90,000 pages, each with its meta)."""
+    conn = sqlite3.connect(cache_db)
+    counted = conn.execute(
+        "SELECT tags.name, count(*), sum(pages.num_specs) FROM pages JOIN tags ON tags.id = pages.tag_id"
+        " GROUP BY tags.id ORDER BY tags.sort_order"
+    ).fetchall()
+    rows = await query(ds, "specs_per_tag")
+    assert [(row["tag"], row["packages"], row["specs"]) for row in rows] == counted
+    steps = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {QUERIES['specs_per_tag']['sql']}", {"package": ""})]
+    assert [step for step in steps if step.startswith("SCAN pages")] == [], steps
+
+
 async def test_tag_diff(ds):
     rows = await query(ds, "tag_diff", from_tag="develop-2025-03-23", to_tag="develop-2025-04-20")
     changes = {(row["package"], row["version"]): row["change"] for row in rows}
@@ -307,6 +323,33 @@ async def test_stacks_of_a_tag(ds):
     packages = await query(ds, "stack_packages", stack="e4s", tag="develop-2025-04-20")
     assert [row["package"] for row in packages] == ["bolt", "cli11", "hdf5", "mpich"]
     assert json.loads(packages[2]["versions"]) == ["1.14.6", "1.12.3", "1.8.23"]
+
+
+def stacked_db(folder, other_stacks):
+    """A tag whose every binary has a configuration of its own (a listing each, as where binaries spread over
+    many sets of stacks): every other one in the stack "x", all of them in `other_stacks` more stacks."""
+    others = [f"other{n}" for n in range(other_stacks)]
+    for package in ("aa", "bb", "cc"):
+        binaries = [
+            spec(f"{package}/{n}", versions=[f"1.{n}"], stacks=["root", *others, *(["x"] if n % 2 else [])])
+            for n in range(60)
+        ]
+        write_page(folder / "site", package, "develop", binaries)
+    build([str(folder / "site")], folder / "cache.db")
+    return folder / "cache.db"
+
+
+async def test_the_packages_of_a_stack_are_counted_without_reading_each_binarys_other_stacks(tmp_path):
+    """A stack's packages, counted binary by binary where a page has binaries out of the stack: each binary's
+    set of stacks is checked for the stack, the same work however many other stacks the binaries are in."""
+    sql = QUERIES["stack_packages"]["sql"]
+    steps = {}
+    for other_stacks in (1, 12):
+        db = stacked_db(tmp_path / str(other_stacks), other_stacks)
+        rows = sqlite3.connect(db).execute(sql, {"stack": "x", "tag": "develop"}).fetchall()
+        assert [(row[1], row[3]) for row in rows] == [("aa", 30), ("bb", 30), ("cc", 30)]
+        steps[other_stacks] = vm_steps(db, sql, {"stack": "x", "tag": "develop"})[1]
+    assert steps[12] < 1.1 * steps[1], steps
 
 
 async def test_tag_matrix_covers_the_whole_tag(ds):

@@ -9,29 +9,28 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from datasette.utils import path_with_replaced_args
+from markupsafe import Markup, escape
 
 from spack_cache_db.query import diff, find, lookup
-from spack_cache_db.web import views
+from spack_cache_db.web import cells, views
 from spack_cache_db.web.questions import rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
-# Per filter, the values this package's binaries have (over every tag), by package name.
-_FILTER_CHOICES = {
-    "version": "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id"
-    " WHERE packages.name = ? ORDER BY version_rank DESC",
-    "compiler": "SELECT DISTINCT compilers.label FROM {configurations} JOIN compilers ON compilers.id = compiler_id"
-    " ORDER BY compilers.name, compilers.label",
-    "os": "SELECT DISTINCT oss.name FROM {configurations} JOIN oss ON oss.id = os_id ORDER BY 1",
-    "target": "SELECT DISTINCT targets.name FROM {configurations} JOIN targets ON targets.id = target_id ORDER BY 1",
-    "host": "SELECT name, family FROM microarchitectures ORDER BY family, name",
-}
-# The package's configurations that some tag lists (a listing is a listed configuration): not those of specs
-# that are only dependencies.
-_CONFIGURATIONS = (
-    "(SELECT configurations.* FROM packages JOIN versions ON versions.package_id = packages.id"
-    " JOIN configurations ON configurations.version_id = versions.id WHERE packages.name = ?"
-    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id))"
+# Per filter, the values this package's binaries have (over every tag), by package name: its versions, and
+# the compilers, operating systems and targets of its configurations that some tag lists (a listing is a
+# listed configuration: not those of specs that are only dependencies), read together in one pass.
+_VERSIONS = (
+    "SELECT version FROM versions JOIN packages ON packages.id = versions.package_id"
+    " WHERE packages.name = ? ORDER BY version_rank DESC"
 )
+_LISTED_PARTS = (
+    "SELECT DISTINCT compilers.name, compilers.label, oss.name, targets.name FROM packages"
+    " JOIN versions ON versions.package_id = packages.id JOIN configurations ON configurations.version_id = versions.id"
+    " JOIN compilers ON compilers.id = configurations.compiler_id JOIN oss ON oss.id = configurations.os_id"
+    " JOIN targets ON targets.id = configurations.target_id WHERE packages.name = ?"
+    " AND EXISTS (SELECT 1 FROM listings WHERE listings.configuration_id = configurations.id)"
+)
+_HOSTS = "SELECT name, family FROM microarchitectures ORDER BY family, name"
 _TAGS = (
     "SELECT tags.name, tags.kind, tags.snapshot_date, pages.num_specs FROM packages"
     " JOIN pages ON pages.package_id = packages.id JOIN tags ON tags.id = pages.tag_id"
@@ -111,15 +110,11 @@ async def package_page(datasette, database, request):
     tag = request.args.get("tag", "")
     tag = tag if tag in tag_names else tag_names[0]
     filters = {name: request.args.get(name, "").strip() for name in BINARY_FILTERS}
-    choices = {
-        name: [
-            (row[0], row[1] if len(row) > 1 else None)
-            for row in await rows(
-                datasette, database, sql.format(configurations=_CONFIGURATIONS), [] if name == "host" else [package]
-            )
-        ]
-        for name, sql in _FILTER_CHOICES.items()
-    }
+    choices = _choices(
+        await rows(datasette, database, _VERSIONS, [package]),
+        await rows(datasette, database, _LISTED_PARTS, [package]),
+        await rows(datasette, database, _HOSTS),
+    )
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
     found = await datasette.execute(
         database, find_binaries["sql"], {**find.parameters(""), **filters, "package": package, "tag": tag}
@@ -151,6 +146,60 @@ async def package_page(datasette, database, request):
         ),
         diff_url=views.page_url(datasette, database, views.DIFF),
     )
+
+
+def _choices(versions, parts, hosts):
+    """{filter: [(value, group)]}: versions newest first, compilers by name then label, operating systems and
+    targets by name (SQLite's order: by their UTF-8 bytes, as Python orders text), hosts by family."""
+    parts = sorted(parts)
+    return {
+        "version": [(version, None) for (version,) in versions],
+        "compiler": [(label, None) for label in dict.fromkeys(label for _, label, _, _ in parts)],
+        "os": [(name, None) for name in sorted({os_name for _, _, os_name, _ in parts})],
+        "target": [(name, None) for name in sorted({target for *_, target in parts})],
+        "host": [(name, family) for name, family in hosts],
+    }
+
+
+def binary_rows(page, columns, cell):
+    """The rows of the binaries table as HTML (up to 1,000: put together here rather than cell by cell in the
+    template, which costs more than the cells): a box to tick to compare, then each column's cell, by
+    cell(column, value); with differences shown, the parts that vary and each binary's own variants."""
+    rows = []
+    for binary in page.binaries:
+        spec_hash = escape(binary["hash"])
+        cells = "".join(
+            f'<td class="col-{column}">{_binary_cell(page.differences, binary, column, cell)}</td>'
+            for column in columns
+        )
+        rows.append(
+            f'<tr><td class="col-compare"><input type="checkbox" name="hash" value="{spec_hash}"'
+            f' aria-label="compare {spec_hash}"></td>\n        {cells}</tr>\n'
+        )
+    return Markup("".join(rows))
+
+
+def dependency_rows(page, database_path):
+    """The rows of the dependencies table as HTML (the binaries of a package in a tag may need 2,000 packages):
+    each dependency linking to its page, its versions, how it is needed and by how many binaries."""
+    return Markup(
+        "".join(
+            f'<tr><td><a href="{escape(cells.package_url(database_path, name))}">{escape(name)}</a>'
+            f"{' (external)' if external else ''}</td>\n"
+            f"        <td>{escape(versions)}</td><td>{escape(how)}</td><td>{count:,}</td></tr>\n"
+            for name, versions, how, count, external in page.dependencies
+        )
+    )
+
+
+def _binary_cell(differences, binary, column, cell):
+    if differences and column == "variants":
+        return Markup(
+            "".join(f"<code>{escape(variant)}</code> " for variant in differences.own_variants[binary["hash"]])
+        )
+    if differences and column in differences.varying:
+        return escape(cell(column, differences.parts[binary["hash"]][column]))
+    return escape(cell(column, binary[column]))
 
 
 async def _differences(datasette, database, binaries):

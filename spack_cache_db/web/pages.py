@@ -122,12 +122,19 @@ async def _question_vars(datasette, database, request):
         "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),
         "spack_tree_url": lambda args: views.page_url(datasette, database, views.DEPENDENCIES, args),
         "spack_diff_url": lambda args: views.page_url(datasette, database, views.DIFF, args),
+        "spack_table_rows": cells.table_rows,
     }
     if name == "package":
         page = await package.package_page(datasette, database, request)
         page_url = (
             datasette.urls.query(database, "package") + "?" + urlencode({"package": page.package}) if page else ""
         )
+
+        database_path = given["spack_database_path"]
+
+        def spack_cell(column, value):
+            return cells.cell_html(database_path, None, column, value) or value
+
         given.update(
             {
                 "spack_layout": "spack_package.html",
@@ -135,7 +142,9 @@ async def _question_vars(datasette, database, request):
                 "spack_matrix": lambda rows: package.matrix(rows, page_url),
                 "spack_page_url": page_url,
                 "spack_list_url": views.page_url(datasette, database, views.PACKAGES),
-                "spack_cell": lambda column, value: cell(datasette, database, None, column, value) or value,
+                "spack_cell": spack_cell,
+                "spack_binary_rows": lambda columns: package.binary_rows(page, columns, spack_cell),
+                "spack_dependency_rows": lambda: package.dependency_rows(page, database_path),
                 "spack_absolute_url": datasette.absolute_url(request, datasette.urls.instance()),
             }
         )

@@ -16,20 +16,31 @@ WITH RECURSIVE args AS (
 ),
 chosen_tag AS (SELECT tags.id, tags.name, tags.mirror_url FROM args CROSS JOIN tags ON tags.name = args.tag),
 link_kinds AS (SELECT id FROM dependency_kinds WHERE is_link),
--- What is asked about: the specs the hash prefix names, and the package's specs that the tag has (its
--- binaries there, and specs no tag lists, such as externals).
+-- Without edges (a database built from pages) nothing depends on anything: nothing is looked for.
+has_edges AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM spec_dependencies) AS yes),
+-- What is asked about: the specs the hash prefix names, and the package's specs that the tag has: its
+-- binaries there (read from its page in the tag, not from every spec of the package) and specs no page
+-- lists, such as externals (one index lookup per spec of the package).
 targets AS (
-    SELECT specs.id FROM args CROSS JOIN specs
-    WHERE length(args.prefix) >= 4 AND specs.hash >= args.prefix AND specs.hash < args.prefix || '~'
+    SELECT specs.id FROM has_edges CROSS JOIN args CROSS JOIN specs
+    WHERE has_edges.yes AND length(args.prefix) >= 4 AND specs.hash >= args.prefix AND specs.hash < args.prefix || '~'
     UNION
-    SELECT specs.id FROM specs
-    WHERE specs.configuration_id IN (
+    SELECT page_specs.spec_id FROM has_edges
+    CROSS JOIN args
+    CROSS JOIN chosen_tag
+    CROSS JOIN packages ON packages.name = args.package
+    CROSS JOIN pages ON pages.tag_id = chosen_tag.id AND pages.package_id = packages.id
+    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE has_edges.yes
+    UNION
+    SELECT specs.id FROM has_edges CROSS JOIN specs
+    WHERE has_edges.yes AND specs.configuration_id IN (
         SELECT configurations.id FROM args
         CROSS JOIN packages ON packages.name = args.package
         CROSS JOIN versions ON versions.package_id = packages.id
         CROSS JOIN configurations ON configurations.version_id = versions.id
     )
-    AND coalesce((SELECT max(tag_id = (SELECT id FROM chosen_tag)) FROM spec_tags WHERE spec_tags.spec_id = specs.id), 1)
+    AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
 ),
 -- Their link edges are searched kind by kind: a compiler has millions of build edges, and none links.
 target_kinds AS MATERIALIZED (SELECT targets.id, link_kinds.id FROM targets CROSS JOIN link_kinds),
@@ -174,6 +185,6 @@ FROM (
         'This database has no dependencies: they come from build-cache indexes (build from a'
         || ' cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them.',
         NULL, NULL, NULL, 0
-    WHERE NOT EXISTS (SELECT 1 FROM spec_dependencies)
+    WHERE NOT (SELECT yes FROM has_edges)
 )
 ORDER BY found_rows DESC, package, version_rank DESC, hash

@@ -9,17 +9,29 @@
 -- chart: package-history
 WITH args AS (
     SELECT lower(trim(coalesce(:package, ''))) AS package
+),
+-- Per tag: its pages of the package, or with no package its pages counted on their (tag, package) index and
+-- its binaries as the build counted them (every page's binaries, without reading every page).
+per_tag AS (
+    SELECT pages.tag_id, 1 AS packages, pages.num_specs AS specs
+    FROM args
+    CROSS JOIN packages ON packages.name = args.package
+    CROSS JOIN pages ON pages.package_id = packages.id
+    UNION ALL
+    SELECT tags.id, (SELECT count(*) FROM pages WHERE pages.tag_id = tags.id), coalesce((
+        SELECT binaries FROM binaries_facet_counts WHERE facet = 'tag' AND value = tags.name
+    ), 0)
+    FROM args CROSS JOIN tags
+    WHERE args.package = '' AND EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
 )
 SELECT
     tags.name AS tag,
     tags.kind,
     tags.snapshot_date,
-    count(*) AS packages,
-    sum(pages.num_specs) AS specs,
+    sum(per_tag.packages) AS packages,
+    sum(per_tag.specs) AS specs,
     tags.sort_order AS tag_order
-FROM args
-JOIN packages ON args.package = '' OR packages.name = args.package
-JOIN pages ON pages.package_id = packages.id
-JOIN tags ON tags.id = pages.tag_id
+FROM per_tag
+JOIN tags ON tags.id = per_tag.tag_id
 GROUP BY tags.id
 ORDER BY tags.sort_order

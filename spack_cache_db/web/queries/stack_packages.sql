@@ -13,6 +13,7 @@ WITH args AS (
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
+in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
 checked_pages AS MATERIALIZED (
     SELECT page_stack_counts.id, page_stack_counts.package_id, page_stack_counts.num_specs, page_stack_counts.by_stack
@@ -58,29 +59,42 @@ counted_pages AS (
     UNION
     SELECT id FROM checked_pages WHERE by_stack IS NULL
 ),
--- Count per listing first, from page_specs alone (a listing is one package's configuration in one
--- set of stacks); then read each listing once rather than once per binary.
+-- Without a stack: count per listing first, from page_specs alone (a listing is one package's configuration
+-- in one set of stacks); then read each listing once rather than once per binary.
 per_listing AS (
     SELECT page_specs.listing_id, pages.package_id, count(*) AS specs
-    FROM counted_pages
+    FROM args
+    CROSS JOIN counted_pages
     CROSS JOIN pages ON pages.id = counted_pages.id
     CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    WHERE args.stack = ''
     GROUP BY page_specs.listing_id
 ),
--- Then per stack (only the one asked for), package and version: configurations are read only for
--- the listings in that stack.
+-- Per stack, package and version. With a stack, each binary's listing is read and kept when its set of
+-- stacks holds the stack: no set's other stacks are read, and nothing is counted per listing first (in a
+-- tag whose binaries spread over many sets of stacks, a listing has about one binary).
 per_version AS (
-    SELECT stacks.name AS stack, packages.name AS package, versions.version, versions.version_rank,
-        sum(per_listing.specs) AS specs
+    SELECT args.stack, packages.name AS package, versions.version, versions.version_rank, count(*) AS specs
+    FROM args
+    CROSS JOIN counted_pages
+    CROSS JOIN pages ON pages.id = counted_pages.id
+    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    CROSS JOIN listings ON listings.id = page_specs.listing_id
+    CROSS JOIN in_stack ON in_stack.stack_set_id = listings.stack_set_id
+    CROSS JOIN configurations ON configurations.id = listings.configuration_id
+    JOIN versions ON versions.id = configurations.version_id
+    JOIN packages ON packages.id = pages.package_id
+    WHERE args.stack <> ''
+    GROUP BY packages.id, versions.id
+    UNION ALL
+    SELECT stacks.name, packages.name, versions.version, versions.version_rank, sum(per_listing.specs)
     FROM per_listing
-    CROSS JOIN args
     CROSS JOIN listings ON listings.id = per_listing.listing_id
     CROSS JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
     CROSS JOIN stacks ON stacks.id = stack_set_members.stack_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
     JOIN versions ON versions.id = configurations.version_id
     JOIN packages ON packages.id = per_listing.package_id
-    WHERE args.stack = '' OR stacks.name = args.stack
     GROUP BY stacks.id, packages.id, versions.id
 ),
 -- Window functions, unlike GROUP BY, promise the order the versions are listed in (newest first).

@@ -13,7 +13,7 @@ WITH args AS (
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
-in_stack AS (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
+in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- With a stack, the tag's pages and how many of their binaries are in it: what the page's trusted meta
 -- says (page_stack_counts), and unknown (NULL) where it cannot be trusted.
 checked_pages AS (
@@ -28,22 +28,18 @@ checked_pages AS (
     WHERE args.stack != ''
 ),
 -- Binaries per configuration and package. A page with all its binaries in the stack is read through
--- its specs, which a page has mostly numbered together and so are
--- read close to in order. A page with only some of them in the stack, or unknown, is counted per
--- listing first, from page_specs alone (a listing is one package's configuration in one set of
--- stacks), and then only the listings of that stack are kept. A page with none is not read.
-per_listing AS (
-    SELECT page_specs.listing_id, checked_pages.package_id, count(*) AS specs
+-- its specs, which a page has mostly numbered together and so are read close to in order. A page with only
+-- some of them in the stack, or unknown, is read binary by binary: each binary's listing (its
+-- configuration in a set of stacks) is kept when that set holds the stack (joined to the stack's sets, so
+-- that SQLite builds no Bloom filter over every listing). A page with none is not read.
+per_configuration AS (
+    SELECT listings.configuration_id, checked_pages.package_id, count(*) AS specs
     FROM checked_pages
     CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
+    CROSS JOIN listings ON listings.id = page_specs.listing_id
+    CROSS JOIN in_stack ON in_stack.stack_set_id = listings.stack_set_id
     WHERE checked_pages.in_stack IS NULL OR checked_pages.in_stack BETWEEN 1 AND checked_pages.num_specs - 1
-    GROUP BY page_specs.listing_id
-),
-per_configuration AS (
-    SELECT listings.configuration_id, per_listing.package_id, per_listing.specs
-    FROM per_listing
-    JOIN listings ON listings.id = per_listing.listing_id
-    WHERE listings.stack_set_id IN (SELECT stack_set_id FROM in_stack)
+    GROUP BY listings.configuration_id
     UNION ALL
     SELECT specs.configuration_id, checked_pages.package_id, count(*) AS specs
     FROM checked_pages
