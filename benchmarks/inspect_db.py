@@ -166,7 +166,8 @@ def tag_edges(conn, tag):
         for spec_hash in batch:
             edges.setdefault(spec_hash, [])
         rows = conn.execute(
-            "SELECT hash, dependency_hash, deptypes FROM dependencies WHERE hash IN (SELECT value FROM json_each(?))",
+            "SELECT hash, dependency_hash, deptypes FROM dependencies"
+            " WHERE spec_id IN (SELECT specs.id FROM json_each(?) CROSS JOIN specs ON specs.hash = json_each.value)",
             (json.dumps(batch),),
         )
         for spec_hash, dependency, deptypes in rows:
