@@ -48,7 +48,7 @@ SELECT
         SELECT group_concat(dependency || '@' || dependency_version || ' ('
             || replace(replace(replace(deptypes, '["', ''), '"]', ''), '", "', ', ')
             || CASE WHEN external THEN ', external)' ELSE ')' END, '; ')
-        FROM (SELECT * FROM dependencies WHERE dependencies.hash = found.hash ORDER BY dependency)
+        FROM (SELECT * FROM dependencies WHERE dependencies.spec_id = found.id ORDER BY dependency)
     ) AS dependencies,
     CASE WHEN EXISTS (SELECT 1 FROM spec_dependencies WHERE spec_id = found.id)
         THEN '[dependency tree](dependency_tree?hash=' || found.hash || ')' END AS links
