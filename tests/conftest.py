@@ -33,3 +33,14 @@ def index_db(tmp_path_factory):
     path = folder / "cache.db"
     build([f"develop={folder / 'v8'}", f"v0.23.0={folder / 'v7'}"], path)
     return path
+
+
+@pytest.fixture(scope="session")
+def previous(tmp_path_factory):
+    """A database built before bad input arrives: what a failed build must leave byte for byte."""
+    from pagemaker import spec, write_page
+
+    root = tmp_path_factory.mktemp("previous")
+    write_page(root, "cli11", "develop", [spec("previous-cli11", versions=["2.4.2"])])
+    build([str(root / "_cache")], root / "cache.db")
+    return root / "cache.db"

@@ -181,15 +181,4 @@ def drip(head, byte=b" ", every=0.2, seconds=60):
 
 def endless(head, piece=b" " * 65536, seconds=60):
     """A fault: head, then a body that never ends (until the client goes, or `seconds` pass)."""
-
-    def answer(handler):
-        handler.close_connection = True
-        started = time.monotonic()
-        try:
-            handler.wfile.write(head)
-            while time.monotonic() - started < seconds:
-                handler.wfile.write(piece)
-        except OSError:
-            pass
-
-    return answer
+    return drip(head, byte=piece, every=0, seconds=seconds)

@@ -38,15 +38,6 @@ def run_cli(*args, wrapper=(), **options):
     return result
 
 
-@pytest.fixture(scope="module")
-def previous(tmp_path_factory):
-    """A database built before the hostile input arrives."""
-    root = tmp_path_factory.mktemp("previous")
-    write_page(root, "cli11", "develop", [spec("previous-cli11", versions=["2.4.2"])])
-    build([str(root / "_cache")], root / "cache.db")
-    return root / "cache.db"
-
-
 class Scene:
     """A checkout with one good page, an output folder holding the previous database, and the checks of
     issue 13 around each command."""

@@ -36,14 +36,6 @@ def run_build(*args, deadline=DEADLINE):
     return run_watched([sys.executable, "-c", code, "build", *map(str, args)], TIME_LIMIT)
 
 
-@pytest.fixture(scope="module")
-def previous(tmp_path_factory):
-    root = tmp_path_factory.mktemp("previous")
-    write_page(root, "cli11", "develop", [spec("previous-cli11", versions=["2.4.2"])])
-    build([str(root / "_cache")], root / "cache.db")
-    return root / "cache.db"
-
-
 class Scene:
     """A served site, a local file with a secret in it, and an output folder holding the previous database."""
 
