@@ -400,54 +400,55 @@ CREATE VIEW tag_installs AS
 SELECT tags.id AS tag_id, tags.name AS tag, {_INSTALL_SQL} AS install
 FROM tags;
 
--- How many binaries each tag has of each version of a package (counted by the build).
-CREATE VIEW version_tags AS
+-- Each version with its package's name.
+CREATE VIEW version_names AS
 SELECT
     versions.package_id,
     packages.name AS package,
     versions.id AS version_id,
     versions.version,
-    versions.version_rank,
+    versions.version_rank
+FROM versions
+JOIN packages ON packages.id = versions.package_id;
+
+-- How many binaries each tag has of each version of a package (counted by the build).
+CREATE VIEW version_tags AS
+SELECT
+    version_names.*,
     tags.id AS tag_id,
     tags.name AS tag,
     tags.kind,
     tags.snapshot_date,
     tags.sort_order AS tag_order,
     tag_version_counts.binaries
-FROM versions
-JOIN packages ON packages.id = versions.package_id
-JOIN tag_version_counts ON tag_version_counts.version_id = versions.id
+FROM version_names
+JOIN tag_version_counts ON tag_version_counts.version_id = version_names.version_id
 JOIN tags ON tags.id = tag_version_counts.tag_id;
 
 -- One row per version of a package: the tags that have it (as the build counted them), in the usual order.
 CREATE VIEW version_history AS
 SELECT
-    versions.package_id,
-    packages.name AS package,
-    versions.id AS version_id,
-    versions.version,
-    versions.version_rank,
-    (SELECT count(*) FROM tag_version_counts WHERE version_id = versions.id) AS tags,
+    version_names.*,
+    (SELECT count(*) FROM tag_version_counts WHERE version_id = version_names.version_id) AS tags,
     (
         SELECT json_group_object(tag, binaries) FROM (
-            SELECT tag, binaries FROM version_tags WHERE version_id = versions.id ORDER BY tag_order
+            SELECT tag, binaries FROM version_tags WHERE version_id = version_names.version_id ORDER BY tag_order
         )
     ) AS specs_per_tag,
-    (SELECT tag FROM version_tags WHERE version_id = versions.id ORDER BY tag_order LIMIT 1) AS newest_tag,
-    (SELECT tag FROM version_tags WHERE version_id = versions.id ORDER BY tag_order DESC LIMIT 1) AS oldest_tag,
+    (SELECT tag FROM version_tags WHERE version_id = version_names.version_id ORDER BY tag_order LIMIT 1) AS newest_tag,
+    (SELECT tag FROM version_tags WHERE version_id = version_names.version_id ORDER BY tag_order DESC LIMIT 1) AS oldest_tag,
     (
         SELECT json_group_array(tag) FROM (
-            SELECT tag FROM version_tags WHERE version_id = versions.id AND kind = 'snapshot' ORDER BY tag_order
+            SELECT tag FROM version_tags WHERE version_id = version_names.version_id AND kind = 'snapshot' ORDER BY tag_order
         )
     ) AS snapshots_newest_first,
     (
         SELECT json_group_array(tag) FROM (
-            SELECT tag FROM version_tags WHERE version_id = versions.id AND kind = 'release' ORDER BY tag_order
+            SELECT tag FROM version_tags WHERE version_id = version_names.version_id AND kind = 'release' ORDER BY tag_order
         )
     ) AS releases,
-    EXISTS (SELECT 1 FROM version_tags WHERE version_id = versions.id AND kind = 'develop') AS in_develop
-FROM versions
-JOIN packages ON packages.id = versions.package_id;
+    EXISTS (SELECT 1 FROM version_tags WHERE version_id = version_names.version_id AND kind = 'develop') AS in_develop
+FROM version_names;
 
 CREATE VIEW binary_stacks AS
 SELECT
@@ -498,11 +499,10 @@ FROM (
 
 -- Each spec by id: its hash, package and version (and whether it is an external).
 CREATE VIEW spec_names AS
-SELECT specs.id, specs.hash, packages.name AS package, versions.version, specs.external
+SELECT specs.id, specs.hash, version_names.package, version_names.version, specs.external
 FROM specs
 JOIN configurations ON configurations.id = specs.configuration_id
-JOIN versions ON versions.id = configurations.version_id
-JOIN packages ON packages.id = versions.package_id;
+JOIN version_names ON version_names.version_id = configurations.version_id;
 
 -- The tags whose pages list each spec (a binary of a tag is a spec its pages list), and its package.
 CREATE VIEW spec_tags AS
@@ -691,6 +691,7 @@ RECOUNT_TEMPORARIES = (
 )  # fmt: skip
 # The views whose row counts Datasette is given: those with a row for each row of a table (counted with it)...
 VIEW_ROWS_OF = {
+    "version_names": "versions",
     "dependencies": "spec_dependencies",
     "spec_names": "specs",
     "spec_tags": "page_specs",
