@@ -13,7 +13,7 @@ from datasette.app import Datasette
 from pagemaker import spec, write_page
 
 from spack_cache_db.build import build
-from spack_cache_db.web import describe
+from spack_cache_db.web import cells, describe
 
 pytestmark = pytest.mark.asyncio
 
@@ -292,6 +292,25 @@ async def test_answers_read_as_text(ds, cache_db):
     )
     versions = await page(ds, "/cache/package_versions?package=bolt")
     assert "<li>develop: 18</li>" in versions
+    links = re.search(r'<td class="col-links">(.*?)</td>', await page(ds, "/cache/find_binaries?package=bolt"))
+    assert links.group(1) == (
+        '<a href="package_versions?package=bolt">versions</a> · '
+        '<a href="version_timeline?package=bolt">timeline</a> · '
+        '<a href="../-/dashboards/package-history?package=bolt">chart</a>'
+    )
+
+
+@pytest.mark.parametrize(
+    "value, html",
+    [
+        ("[tree](dependency_tree?hash=abc&tag=v1) · x", '<a href="dependency_tree?hash=abc&amp;tag=v1">tree</a> · x'),
+        ("[a](javascript:alert(1))", "[a](javascript:alert(1))"),
+        ("[<b>](x) <i>", '<a href="x">&lt;b&gt;</a> &lt;i&gt;'),
+        ('[a](x" onclick="y)', "[a](x&#34; onclick=&#34;y)"),
+    ],
+)
+async def test_a_links_cell_links_only_to_our_pages(value, html):
+    assert str(cells.cell_html("/cache", None, "links", value)) == html
 
 
 async def test_the_json_of_a_question_is_unchanged_by_the_pages(ds):

@@ -1,5 +1,6 @@
 """How a cell of our databases reads in a page: lists as lists, install commands as a block to copy, a hash
-linking to its lookup and a package to its page. The same everywhere: tables, views and questions.
+linking to its lookup, a package to its page, a question's links column (Markdown links) as links. The same
+everywhere: tables, views and questions.
 
 A page of the binaries view renders 1,600 cells: each is built as text around escaped values, without
 Markup.format's slower escaping of every argument. A question's answer (up to 1,000 rows) is put together
@@ -7,6 +8,7 @@ here too, not cell by cell in a template: Jinja's async rendering costs more per
 """
 
 import json
+import re
 from urllib.parse import quote_plus
 
 from datasette.utils import to_css_class
@@ -17,7 +19,7 @@ from spack_cache_db.normalise import HASH
 # Columns that hold a JSON list of names (a question's or a view's); hashes become links.
 LIST_COLUMNS = {"stacks", "variants", "tags", "releases", "versions", "hashes"}
 # Every column this module may render (name: of the packages table only).
-RENDERED = {"package", "name", "hash", "install", "spec", "specs_per_tag", *LIST_COLUMNS}
+RENDERED = {"package", "name", "hash", "install", "spec", "specs_per_tag", "links", *LIST_COLUMNS}
 LINKING = {"package", "name", "hash", "hashes"}  # columns whose cells need the database's address
 SHOWN_OF_A_LIST = 8  # items shown before the rest fold away
 
@@ -39,6 +41,8 @@ def cell_html(database_path, table, column, value):
         return None if items is None else _list(database_path, column, items)
     if column == "specs_per_tag" and value.startswith("{"):
         return _counts(value)
+    if column == "links":
+        return _links(value)
     return None
 
 
@@ -83,6 +87,25 @@ def install_block(commands):
         f'<details class="spack-install"><summary><code>{escape(short)}</code>'
         f' <button type="button" class="spack-copy" data-copy="{shown}">Copy</button></summary><pre>{shown}</pre></details>'
     )
+
+
+# A question's links column: Markdown links to pages of the same database, "[text](address)", the address
+# relative (no scheme: a link elsewhere is left as text) and without spaces or characters HTML would need.
+_LINK = re.compile(r"\[([^\[\]]+)\]\(([A-Za-z0-9_./?=&%+~-]+)\)")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _links(value):
+    """The links column as HTML: each Markdown link to one of our pages an anchor, all else text."""
+    html, start = [], 0
+    for link in _LINK.finditer(value):
+        text, address = link.groups()
+        if _SCHEME.match(address):
+            continue
+        html += [escape(value[start : link.start()]), f'<a href="{escape(address)}">{escape(text)}</a>']
+        start = link.end()
+    html.append(escape(value[start:]))
+    return Markup("".join(html))
 
 
 def _json_list(value):
