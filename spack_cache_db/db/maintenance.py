@@ -130,9 +130,9 @@ def rebuild_full_text(conn):
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
 
 
-def count_edges_as_written(conn, events=("INSERT", "DELETE")):
-    """From now on, this connection keeps dependency_edge_counts as it writes or deletes edges (for a build
-    onto an existing database: a full build counts every edge at the end)."""
+def count_edges_as_written(conn, events):
+    """From now on, this connection keeps dependency_edge_counts as it writes (INSERT) or deletes (DELETE) edges,
+    for a build onto an existing database (a full build counts every edge at the end)."""
     for event in events:
         conn.execute(schema.count_edges_as_written(event))
 
