@@ -320,6 +320,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     second process writes their rows into it."""
     changed_tags = set()
     if summary.incremental:
+        maintenance.count_edges_as_written(conn, ["DELETE"])  # the writer counts those it writes
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
         if gone:
@@ -337,7 +338,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
                 (now.mtime_ns, now.ctime_ns, now.inode, source.path),
             )
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
-    writer = BackgroundWriter(path, keep_going)
+    writer = BackgroundWriter(path, keep_going, count_edges=summary.incremental)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     thresholds = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])

@@ -130,9 +130,17 @@ def rebuild_full_text(conn):
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
 
 
+def count_edges_as_written(conn, events):
+    """From now on, this connection keeps dependency_edge_counts as it writes (INSERT) or deletes (DELETE) edges,
+    for a build onto an existing database (a full build counts every edge at the end)."""
+    for event in events:
+        conn.execute(schema.count_edges_as_written(event))
+
+
 def refresh_counts(conn, tag_ids=None):
-    """Recount the counts kept per tag for these tags (None: every tag) and for tags gone since, then
-    row_counts of every table and view."""
+    """Recount the counts kept per tag for these tags (None: every tag) and for tags gone since, and every
+    edge when every tag is recounted (else count_edges_as_written kept them), then row_counts of every table
+    and view."""
     conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
     if tag_ids is None:
         conn.execute("INSERT INTO recount SELECT id FROM tags")
@@ -142,6 +150,10 @@ def refresh_counts(conn, tag_ids=None):
         conn.execute(statement)
     for temporary in schema.RECOUNT_TEMPORARIES:
         conn.execute(f"DROP TABLE temp.{temporary}")
+    if tag_ids is None:
+        conn.execute("DELETE FROM dependency_edge_counts")
+        conn.execute(schema.COUNT_EVERY_EDGE)
+    conn.execute("DELETE FROM dependency_edge_counts WHERE edges = 0")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     counts.update(

@@ -254,6 +254,12 @@ CREATE TABLE tag_version_counts (
     binaries INTEGER NOT NULL,
     PRIMARY KEY (version_id, tag_id)
 ) WITHOUT ROWID;
+CREATE TABLE dependency_edge_counts (
+    version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
+    kind_id INTEGER NOT NULL REFERENCES dependency_kinds(id) ON DELETE CASCADE,
+    edges INTEGER NOT NULL,
+    PRIMARY KEY (version_id, kind_id)
+) WITHOUT ROWID;
 CREATE TABLE build_info (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -534,6 +540,19 @@ SELECT
     dependency.external
 FROM spec_dependencies
 JOIN spec_names AS dependency ON dependency.id = spec_dependencies.dependency_id;
+
+-- Edges per dependency (its package and version) and kind, named as the dependencies view names them (counted
+-- by the build): the row count of a page of that view filtered by these columns, a few rows read by key.
+CREATE VIEW dependency_edge_totals AS
+SELECT
+    version_names.package AS dependency,
+    version_names.version AS dependency_version,
+    dependency_kinds.deptypes,
+    dependency_kinds.virtuals,
+    dependency_edge_counts.edges
+FROM dependency_edge_counts
+JOIN version_names ON version_names.version_id = dependency_edge_counts.version_id
+JOIN dependency_kinds ON dependency_kinds.id = dependency_edge_counts.kind_id;
 """
 
 
@@ -689,6 +708,34 @@ RECOUNT_TEMPORARIES = (
     "recount", "recounted_tags", "value_changes", "pair_changes", "page_listing_counts", "package_counts",
     "binary_counts", "scalar_counts", "tag_values",
 )  # fmt: skip
+# Edges per dependency version and kind (dependency_edge_counts): a full build counts every edge, grouped by
+# dependency spec along the index of edges by dependency before their versions are looked up; an incremental
+# build counts the edges it writes and deletes as it does, in each connection that does (temporary triggers,
+# so the file has none): the cost is that of the edges that change, not of the history. Both look up the version
+# of the spec an edge depends on by its id.
+_DEPENDENCY_VERSION = (
+    "SELECT configurations.version_id FROM specs JOIN configurations ON configurations.id = specs.configuration_id"
+    " WHERE specs.id = {}"
+)
+COUNT_EVERY_EDGE = f"""INSERT INTO dependency_edge_counts
+    SELECT ({_DEPENDENCY_VERSION.format("per_spec.dependency_id")}), kind_id, sum(edges)
+    FROM (SELECT dependency_id, kind_id, count(*) AS edges FROM spec_dependencies GROUP BY dependency_id, kind_id)
+    AS per_spec
+    GROUP BY 1, 2"""
+
+
+def count_edges_as_written(event):
+    """A temporary trigger that keeps dependency_edge_counts as its connection writes (INSERT) or deletes
+    (DELETE, cascades too) edges."""
+    edge, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
+    return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{event.lower()} AFTER {event} ON main.spec_dependencies
+    BEGIN
+        INSERT INTO dependency_edge_counts (version_id, kind_id, edges)
+        SELECT ({_DEPENDENCY_VERSION.format(f"{edge}.dependency_id")}), {edge}.kind_id, {sign}1
+        WHERE true ON CONFLICT DO UPDATE SET edges = edges {sign} 1;
+    END"""
+
+
 # The views whose row counts Datasette is given: those with a row for each row of a table (counted with it)...
 VIEW_ROWS_OF = {
     "version_names": "versions",
@@ -697,6 +744,7 @@ VIEW_ROWS_OF = {
     "spec_tags": "page_specs",
     "stack_memberships": "stack_set_members",
     "page_stack_counts": "pages",
+    "dependency_edge_totals": "dependency_edge_counts",
 }
 # ... and those summed from the count tables.
 VIEW_COUNTS = {

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
+from spack_cache_db.db.maintenance import count_edges_as_written
 from spack_cache_db.db.schema import COLUMNS, IDENTITY, NUMBERED_BY_DATABASE, NUMBERED_REFERENCES
 from spack_cache_db.records import InputError
 
@@ -29,7 +30,8 @@ class BackgroundWriter:
     build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
     locks keep each read whole)."""
 
-    def __init__(self, path, keep_going=False):
+    def __init__(self, path, keep_going=False, count_edges=False):
+        """count_edges: keep dependency_edge_counts as edges are written (maintenance.count_edges_as_written)."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
         method = _start_method()
@@ -37,7 +39,9 @@ class BackgroundWriter:
         if method == "forkserver":
             context.set_forkserver_preload([__name__])  # its server imports this module once, not each writer
         self.pipe, child_end = context.Pipe()
-        self.process = context.Process(target=_write_batches, args=(str(path), child_end, self.pipe), daemon=True)
+        self.process = context.Process(
+            target=_write_batches, args=(str(path), child_end, self.pipe, count_edges), daemon=True
+        )
         self.process.start()
         child_end.close()
 
@@ -105,13 +109,15 @@ def _start_method():
     return "fork" if threading.active_count() == 1 else "forkserver"
 
 
-def _write_batches(path, pipe, builds_end):
+def _write_batches(path, pipe, builds_end, count_edges):
     """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
     what failed and stops: (input, field, expected) for a row the database refuses, text otherwise."""
     builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build decides when to stop, and stops this process
     try:
         conn = open_for_build(path, create=False)
+        if count_edges:
+            count_edges_as_written(conn, ["INSERT"])
     except sqlite3.Error as error:
         pipe.send(str(error))
         return

@@ -89,8 +89,24 @@ all_nearest AS MATERIALIZED (SELECT count(*) < 3000 AS yes FROM nearest),
 first_binaries AS (
     SELECT spec_id FROM binaries_in_order LIMIT (SELECT CASE WHEN yes THEN 0 ELSE 3000 END FROM all_nearest)
 ),
+-- Those that link against a target themselves are dependents whatever lies below them: they are not followed
+-- down. Looking at a binary's edges for a target costs about what following it down one step does, so they
+-- are looked for when at least a third of the first 100 are such (as of the most depended-on libraries).
+first_linking AS NOT MATERIALIZED (
+    SELECT spec_id, EXISTS (
+        SELECT 1 FROM spec_dependencies AS edges
+        WHERE edges.spec_id = first_binaries.spec_id AND +edges.kind_id IN link_kinds AND +edges.dependency_id IN targets
+    ) AS directly
+    FROM first_binaries
+),
+linking_often AS MATERIALIZED (
+    SELECT sum(directly) * 3 >= count(*) AS yes FROM (SELECT directly FROM first_linking LIMIT 100)
+),
+first_direct AS MATERIALIZED (
+    SELECT spec_id FROM linking_often CROSS JOIN first_linking WHERE linking_often.yes AND first_linking.directly
+),
 below(id) AS (
-    SELECT spec_id FROM first_binaries
+    SELECT spec_id FROM first_binaries WHERE spec_id NOT IN first_direct
     UNION
     SELECT edges.dependency_id FROM below
     CROSS JOIN link_edges AS edges ON edges.spec_id = below.id
@@ -102,6 +118,8 @@ below_edges AS (
     WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
 ),
 reaching(spec_id) AS (
+    SELECT spec_id FROM first_direct
+    UNION
     SELECT spec_id FROM below_edges WHERE dependency_id IN targets
     UNION
     SELECT below_edges.spec_id FROM reaching CROSS JOIN below_edges ON below_edges.dependency_id = reaching.spec_id
