@@ -7,8 +7,9 @@ write: the rows of a built database written into an empty file with the same sch
 them: tables, indexes and full-text indexes created first (create_schema), foreign keys checked, the
 build's PRAGMAs (open_for_build, as its writer process opens the file), each table copied with
 INSERT ... SELECT in the schema's load order, the full-text indexes rebuilt as a full build does, the file
-synced to disk as the build's swap does. The columns are named, never `SELECT *`: SQLite copies a table
-whose select is `*` page by page (its transfer optimisation), which no build from pages could do. Reading
+synced to disk as the build's swap does. The columns are named, never `SELECT *`: into an empty table of
+the same shape, SQLite copies the records and index entries of a `SELECT *` in bulk (its transfer
+optimisation), which no build from pages could do. Reading
 the rows back from the built file is counted too, so this is a floor only for a build that inserts its rows
 one by one, as every builder of this schema does.
 
