@@ -90,20 +90,24 @@ def summarise(runs):
     }
 
 
-def compare_alternating(name, builder, lower_bound, runs):
+def compare_alternating(name, builder, lower_bound, runs, after_build=None):
     """Run the builder and its lower bound in turn (each a function giving the command), `runs` times
-    each: medians and their ratios."""
-    built, bound = [], []
+    each: medians and their ratios. after_build, when given, measures what each build made before the next
+    one replaces it (run after the lower bound, so that it alternates with both): its results in order."""
+    built, bound, after = [], [], []
     for number in range(1, runs + 1):
         built.append(run_measured(builder()))
         bound.append(run_measured(lower_bound()))
         log(f"{name} {number}/{runs}: builder {built[-1]['wall_s']:.1f} s, lower bound {bound[-1]['wall_s']:.1f} s")
+        if after_build is not None:
+            after.append(after_build())
     built, bound = summarise(built), summarise(bound)
     return {
         "builder": built,
         "lower_bound": bound,
         "ratio_wall": built["wall_s"] / bound["wall_s"],
         "ratio_cpu": built["cpu_s"] / bound["cpu_s"],
+        **({"after_build": after} if after_build is not None else {}),
     }
 
 

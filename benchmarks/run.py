@@ -7,9 +7,11 @@
 
 In one run, side by side (benchmarks/README.md explains each measure):
 - for each page shape (usual, spread): a full build from the pages against benchmarks/lower_bound.py
-  (orjson parse, flat inserts), alternating, one subprocess per run; peak RSS of the builder's process
-  tree (the builder and its writer process); the database's bytes per binary; an unchanged rebuild;
-  adding one tag to a copy against building that tag alone, and the plain copy on its own;
+  (orjson parse, flat inserts) and the write floor (benchmarks/floors.py: the built database's rows written
+  into an empty file with its schema), alternating, one subprocess per run; peak RSS of the builder's
+  process tree (the builder and its writer process); the database's bytes per binary; an unchanged
+  rebuild; adding one tag to a copy against building that tag alone, the plain copy on its own and the
+  floor of finding the corpus's files unchanged (floors.py);
 - the history built from its build-cache indexes (a cache_spack_io_index.json) against
   benchmarks/lower_bound_indexes.py, alternating; its peak RSS; the bytes per dependency edge; an unchanged
   rebuild; and the peak RSS of building one busy tag whose root index is about 170 MB;
@@ -36,6 +38,7 @@ import os
 import platform
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,6 +61,7 @@ CODE_UNDER_TEST = (
     "spack_cache_db",
     "benchmarks/lower_bound.py",
     "benchmarks/lower_bound_indexes.py",
+    "benchmarks/floors.py",
     "benchmarks/generate_corpus.py",
     "benchmarks/build_cache_indexes.py",
 )
@@ -218,17 +222,42 @@ def index_lower_bound_command(code, listing, db):
     return [sys.executable, str(code / "benchmarks" / "lower_bound_indexes.py"), str(listing), str(db)]
 
 
-def measure_full_builds(code, source, db, lower_bound, runs):
-    """A full build of source (pages or a listing) into a new db, alternating with its lower bound."""
+def measure_full_builds(code, source, db, lower_bound, runs, write_floor=False):
+    """A full build of source (pages or a listing) into a new db, alternating with its lower bound and, with
+    write_floor, with the floor of writing the database each build made."""
 
     def builder():
         db.unlink(missing_ok=True)
         return builder_command(code, [source], db)
 
-    lower_db = db.with_name("lower_bound.db")
-    results = compare_alternating(f"full build of {source}", builder, lambda: lower_bound(lower_db), runs)
+    lower_db, floor_db = db.with_name("lower_bound.db"), db.with_name("write_floor.db")
+    after_build = (lambda: measure_floor(code, "write", db, floor_db)) if write_floor else None
+    results = compare_alternating(f"full build of {source}", builder, lambda: lower_bound(lower_db), runs, after_build)
     lower_db.unlink()  # gigabytes at history size
+    if write_floor:
+        floor_db.unlink()
+        floor = median_floor(results.pop("after_build"))
+        results["write_floor"] = floor | {"ratio_wall": floor["seconds"] / results["lower_bound"]["wall_s"]}
     return results
+
+
+def measure_floor(code, *arguments):
+    """Run benchmarks/floors.py of the code under test: its seconds, in all and per part."""
+    command = [sys.executable, str(code / "benchmarks" / "floors.py"), *map(str, arguments)]
+    environment = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, (str(code), os.environ.get("PYTHONPATH"))))}
+    finished = subprocess.run(command, check=False, capture_output=True, text=True, env=environment)
+    if finished.returncode != 0:
+        raise SystemExit(finished.stderr.strip() or f"{' '.join(command)} failed ({finished.returncode})")
+    floor = json.loads(finished.stdout)
+    log(f"floor ({arguments[0]}): {floor['seconds']:.2f} s")
+    return floor
+
+
+def median_floor(floors):
+    """The median seconds of a floor's runs, and the parts of the run closest to it (parts_of_s: its seconds)."""
+    seconds = statistics.median(floor["seconds"] for floor in floors)
+    closest = min(floors, key=lambda floor: abs(floor["seconds"] - seconds))
+    return closest | {"seconds": seconds, "parts_of_s": closest["seconds"], "runs_s": [f["seconds"] for f in floors]}
 
 
 def measure_unchanged_rebuilds(code, sources, db, runs, full_build_s):
@@ -250,14 +279,15 @@ def measure_unchanged_rebuilds(code, sources, db, runs, full_build_s):
 
 
 def measure_add_tag(code, corpus, extra, db, folder, runs):
-    """Add the extra tag to a copy of db, alternating with a build of that tag alone into a new file and
-    with a plain copy of db (what the builder must at least do to build onto a copy of its output).
+    """Add the extra tag to a copy of db, alternating with a build of that tag alone into a new file, with
+    a plain copy of db (what the builder must at least do to build onto a copy of its output) and with the
+    floor of finding the corpus's files unchanged (what it must at least do to know it need not read them).
 
     The corpus is passed as the same path the full build had, so its pages are recognised as
     unchanged and only the new tag's pages are read.
     """
     added_db, alone_db, copied = folder / "add_tag.db", folder / "tag_alone.db", folder / "plain_copy.db"
-    added, alone, copies = [], [], []
+    added, alone, copies, floors = [], [], [], []
     for number in range(1, runs + 1):
         shutil.copyfile(db, added_db)
         added.append(run_measured(builder_command(code, [corpus, extra], added_db)))
@@ -265,21 +295,26 @@ def measure_add_tag(code, corpus, extra, db, folder, runs):
         alone.append(run_measured(builder_command(code, [extra], alone_db)))
         copies.append(timed_copy(db, copied))
         copied.unlink()
+        floors.append(measure_floor(code, "unchanged", db, corpus))
         log(
             f"add a tag {number}/{runs}: {added[-1]['wall_s']:.2f} s, that tag alone {alone[-1]['wall_s']:.2f} s, "
-            f"a plain copy {copies[-1]:.2f} s"
+            f"a plain copy {copies[-1]:.2f} s, the corpus found unchanged {floors[-1]['seconds']:.2f} s"
         )
-    added, alone = summarise(added), summarise(alone)
+    added, alone, floor = summarise(added), summarise(alone), median_floor(floors)
     copy_s = sorted(copies)[len(copies) // 2]
     counts = counts_add_up(db_counts(added_db), db_counts(db), db_counts(alone_db))
     added_db.unlink()
+    beyond_copy_s = added["wall_s"] - copy_s
     return {
         "add_tag": added,
         "tag_alone": alone,
         "copy_s": copy_s,
         "copies_s": copies,
-        "beyond_copy_s": added["wall_s"] - copy_s,
-        "ratio_wall": (added["wall_s"] - copy_s) / alone["wall_s"],
+        "beyond_copy_s": beyond_copy_s,
+        "ratio_wall": beyond_copy_s / alone["wall_s"],
+        "unchanged_floor": floor,
+        "floor_ratio": floor["seconds"] / alone["wall_s"],
+        "ratio_without_floor": (beyond_copy_s - floor["seconds"]) / alone["wall_s"],
         "counts_add_up": counts,
     }
 
@@ -296,7 +331,7 @@ def measure_pages(code, inputs, shape, folder, args):
     db = folder / "cache.db"  # Datasette names the database after the file; the plugin describes "cache"
     corpus, extra = inputs[f"corpus-{shape}"], inputs[f"extra-{shape}"]
     full = measure_full_builds(
-        code, corpus, db, lambda lower_db: lower_bound_command(code, corpus, lower_db), args.runs
+        code, corpus, db, lambda lower_db: lower_bound_command(code, corpus, lower_db), args.runs, write_floor=True
     )
     results = {"full_build": full, "database": database_facts(db)}
     results["unchanged_rebuild"] = measure_unchanged_rebuilds(code, [corpus], db, args.runs, full["builder"]["wall_s"])

@@ -15,6 +15,8 @@ import gzip
 import hashlib
 import http.server
 import json
+import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -26,6 +28,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import SITE
+
+from spack_cache_db.build import build
+from spack_cache_db.db.schema import FULL_TEXT, LOAD_ORDER
+from spack_cache_db.read.pages import find_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = ROOT / "benchmarks" / "generate_corpus.py"
@@ -507,9 +514,11 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
         shown = table_rows(section(report, "### Served pages", after=f"## Pages, {shape} shape"))
         counts = [row[6] for row in shown if row[0] in FACET_CLICKS and row[1].startswith("`/cache/binaries")]
         assert counts == [f"{click['row_count']:,}" for click in pages["serving"]["facet_clicks"]]
+        check_floors(pages, data["inputs"][f"corpus-{shape}"]["path"], report, shape)
     assert list(data["pages"]) == ["usual", "spread"]
 
     indexes = data["indexes"]
+    assert "write_floor" not in indexes["full_build"]
     db = work / "indexes" / "cache.db"
     assert indexes["binaries"] == indexes["page_binaries"] == data["pages"]["usual"]["database"]["counts"]["binaries"]
     assert indexes["big_tag"]["peak_rss_mib"] > 0 and indexes["unchanged_rebuild"]["wrote_nothing"]
@@ -529,6 +538,104 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
     for corpus in ("pages, usual shape", "pages, spread shape"):
         assert set(PAGES_TARGETS) <= set(names[corpus]) and len(names[corpus]) == len(PAGES_TARGETS) + 8
     assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + 8 + 11
+
+
+def check_floors(pages, corpus, report, shape):
+    """The write floor beside the full build, the unchanged-input floor beside adding a tag: measured, with
+    their ratios, and in the report (its targets and the shape's sections)."""
+    full = pages["full_build"]
+    floor = full["write_floor"]
+    assert set(LOAD_ORDER) | {"schema", "full-text indexes", "commit and sync"} == set(floor["parts"])
+    assert floor["seconds"] > 0 and len(floor["runs_s"]) == 1
+    assert floor["ratio_wall"] == floor["seconds"] / full["lower_bound"]["wall_s"]
+    added = pages["add_tag"]
+    unchanged = added["unchanged_floor"]
+    assert unchanged["files"] == len(find_inputs([corpus]).files) > 0
+    assert set(unchanged["parts"]) == {"walk", "recorded identities", "stat and compare"}
+    assert added["floor_ratio"] == unchanged["seconds"] / added["tag_alone"]["wall_s"]
+    without = (added["beyond_copy_s"] - unchanged["seconds"]) / added["tag_alone"]["wall_s"]
+    assert added["ratio_without_floor"] == without < added["ratio_wall"]
+
+    targets = {row[1]: row[2] for row in table_rows(section(report, "## Targets")) if row[0] == f"pages, {shape} shape"}
+    assert f"writing its rows alone (floor) {floor['ratio_wall']:.2f}x" in targets[BUILD_TARGETS[0]]
+    assert f"{without:.2f}x without finding {unchanged['files']:,} files unchanged" in targets[PAGES_TARGETS[5]]
+    build_section = section(report, "### Full build", after=f"## Pages, {shape} shape")
+    assert f"**{floor['ratio_wall']:.2f}x** the lower bound" in build_section
+    largest = table_rows(build_section)[4:]  # after the runs' table (header and two rows) and its own header
+    assert largest and {row[0].strip("`") for row in largest} <= set(floor["parts"])
+    incremental = section(report, "### Incremental builds", after=f"## Pages, {shape} shape")
+    assert f"costs **{without:.2f}x** building that tag alone" in incremental
+    assert f"the corpus's {unchanged['files']:,} files found unchanged (floor)" in incremental
+
+
+@pytest.fixture(scope="module")
+def floors():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import floors
+
+    return floors
+
+
+def row_counts(db, tables):
+    conn = sqlite3.connect(db)
+    try:
+        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("built", ["cache_db", "index_db"])
+def test_the_write_floor_writes_every_row_of_the_built_database_into_its_schema(floors, built, request, tmp_path):
+    db, copy = request.getfixturevalue(built), tmp_path / "floor.db"
+    measured = floors.write_floor(db, copy)
+    assert measured["bytes"] == copy.stat().st_size and measured["seconds"] >= sum(measured["parts"].values()) * 0.99
+    full_text = [f"{index}_docsize" for index in FULL_TEXT]
+    assert row_counts(copy, [*LOAD_ORDER, *full_text]) == row_counts(db, [*LOAD_ORDER, *full_text])
+    edges = row_counts(copy, ["spec_dependencies"])["spec_dependencies"]
+    assert (edges > 0) == (built == "index_db")
+    conn = sqlite3.connect(copy)
+    try:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        (token,) = conn.execute("SELECT name FROM packages ORDER BY id LIMIT 1").fetchone()
+        found = conn.execute("SELECT count(*) FROM listings_fts WHERE listings_fts MATCH ?", (f'"{token}"',)).fetchone()
+        assert found[0] > 0, "the full-text index was rebuilt"
+    finally:
+        conn.close()
+
+
+def test_a_write_floor_of_a_wrong_list_of_tables_fails(floors, cache_db, tmp_path):
+    left_out = [table for table in LOAD_ORDER if table != "tag_version_counts"]
+    with pytest.raises(floors.FloorError, match=r"not copied: \['tag_version_counts'\]"):
+        floors.write_floor(cache_db, tmp_path / "floor.db", tables=left_out)
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):  # children before their parents
+        floors.write_floor(cache_db, tmp_path / "floor.db", tables=LOAD_ORDER[::-1])
+
+
+def test_the_unchanged_floor_finds_every_file_of_the_build_unchanged_and_nothing_else(floors, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(SITE, site)
+    db = tmp_path / "cache.db"
+    build([site], db)
+    measured = floors.unchanged_floor(db, [site])
+    assert measured["files"] == len(find_inputs([site]).files) > 10
+    assert list(measured["parts"]) == ["walk", "recorded identities", "stat and compare"]
+    page = next(site.glob("_cache/*/*/specs.md"))
+    with pytest.raises(floors.FloorError, match=r"0 to read, 0 touched, [1-9]\d* gone"):  # one tag of its inputs
+        floors.unchanged_floor(db, [page.parent.parent])
+    os.utime(page, ns=(page.stat().st_atime_ns, page.stat().st_mtime_ns + 10**9))
+    with pytest.raises(floors.FloorError, match="0 to read, 1 touched, 0 gone"):
+        floors.unchanged_floor(db, [site])
+    page.write_text(page.read_text() + "\n")
+    with pytest.raises(floors.FloorError, match="1 to read, 0 touched, 0 gone"):
+        floors.unchanged_floor(db, [site])
+    stopped = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "floors.py"), "unchanged", str(db), str(site)],
+        check=False, capture_output=True, text=True,
+    )  # fmt: skip
+    assert stopped.returncode != 0 and stopped.stderr.strip().splitlines() == [
+        f"floors.py unchanged: {db}: expected every file of {site} as its build read it; 1 to read, 0 touched, 0 gone,"
+        f" of {measured['files']}"
+    ]
 
 
 def test_the_benchmark_serves_the_database_as_the_readme_says():
