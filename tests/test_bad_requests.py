@@ -91,12 +91,22 @@ async def test_an_odd_url_is_a_bad_request_that_says_what_was_wrong(ds, path, me
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("path", ["/cache/find_binaries", "/cache/find_binaries.json", "/cache/tag_diff"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/cache/find_binaries",
+        "/cache/find_binaries.json",
+        "/cache/tag_diff",
+        # Datasette runs the question for a POST: one that runs out of time (as under load) is still a POST
+        "/cache/find_binaries?_timelimit=1",
+        "/cache/tag_diff?_timelimit=1",
+    ],
+)
 async def test_a_post_to_a_question_is_refused_with_what_to_do(ds, path):
     response = await asyncio.wait_for(ds.client.post(path, data={"package": "hdf5"}), 10)
     assert response.status_code == 405
     assert response.headers["allow"] == "GET"
-    name = path.split("/")[2].removesuffix(".json")
+    name = path.split("/")[2].split("?")[0].removesuffix(".json")
     assert (
         shown_error(response)
         == f"{name} is a question: it writes nothing, so it takes GET (its form or a link), not POST."

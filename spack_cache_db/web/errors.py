@@ -61,6 +61,19 @@ def check_before_the_query(request):
 
 async def response_for(datasette, request, exception):
     """The response that says what was wrong with the request, or None when the request is not at fault."""
+    # A POST to a question is at fault whatever it ran into (under load, Datasette's handling of it can
+    # run past the time limit first).
+    route = request.url_vars or {}
+    database, name = _database(datasette, route), route.get("table")
+    if request.method == "POST" and database and name and await _is_read_only_query(datasette, database, name):
+        return await _error(
+            datasette,
+            request,
+            405,
+            "Method not allowed",
+            f"{name} is a question: it writes nothing, so it takes GET (its form or a link), not POST.",
+            headers={"Allow": "GET"},
+        )
     if isinstance(exception, BadArgument):
         return await _error(datasette, request, 400, "Bad request", exception.args[0])
     if isinstance(exception, QueryInterrupted):
@@ -72,17 +85,6 @@ async def response_for(datasette, request, exception):
             "SQL query took too long",
             f"{request.path} ran past the time limit of {limit:,} ms: ask for fewer rows (filter the page, or"
             " add _size) and try again.",
-        )
-    route = request.url_vars or {}
-    database, name = _database(datasette, route), route.get("table")
-    if request.method == "POST" and database and name and await _is_read_only_query(datasette, database, name):
-        return await _error(
-            datasette,
-            request,
-            405,
-            "Method not allowed",
-            f"{name} is a question: it writes nothing, so it takes GET (its form or a link), not POST.",
-            headers={"Allow": "GET"},
         )
     faults = list(_faults_in_any_request(request))
     if database and name and not faults:
