@@ -17,7 +17,7 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: specs by
-# configuration only with edges (EDGE_INDEXES)
+# configuration only with edges (EDGE_INDEXES), full-text indexes without column sizes
 SCHEMA_VERSION = 8
 
 TABLES = """
@@ -841,7 +841,9 @@ def _columns_of(name):
 def _full_text_ddl():
     statements = []
     for index, (_, content, tokenizer) in FULL_TEXT.items():
-        options = [*full_text_columns(index), f'content="{content}"', 'content_rowid="id"']
+        # columnsize=0: no table of each row's token counts, which only ranking (bm25) reads; a MATCH finds
+        # the same rows without it, and no search here ranks.
+        options = [*full_text_columns(index), f'content="{content}"', 'content_rowid="id"', "columnsize=0"]
         if tokenizer:
             options.append(f'tokenize="{tokenizer}"')
         statements.append(f"CREATE VIRTUAL TABLE {index} USING fts5({', '.join(options)});")
