@@ -16,8 +16,9 @@ import sqlite_utils
 from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
-# dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube
-SCHEMA_VERSION = 7
+# dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: specs by
+# configuration only with edges (EDGE_INDEXES), full-text indexes without column sizes
+SCHEMA_VERSION = 8
 
 TABLES = """
 CREATE TABLE tags (
@@ -273,11 +274,17 @@ CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
 CREATE INDEX pages_by_path ON pages(path);
 CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id, kind_id);
-CREATE INDEX specs_by_configuration ON specs(configuration_id);
 CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
 CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
 """
+
+# Indexes that only questions about dependency edges read: a database has them while it has edges (the build
+# makes them, or drops them). Specs by configuration: the specs of a package that no page lists (externals,
+# dependencies no mirror holds), and any spec as a dependency; without edges nothing looks a spec up by its
+# configuration (a page's binaries are found through their listings), and the index would be 11 of the 169
+# bytes per binary of a history built from pages.
+EDGE_INDEXES = {"specs_by_configuration": "specs(configuration_id)"}
 
 # Full-text indexes (FTS5), each over the rows of one table: its columns are those of the table or view its
 # text is read from (but id), so the text is not stored twice.
@@ -882,7 +889,9 @@ def _columns_of(name):
 def _full_text_ddl():
     statements = []
     for index, (_, content, tokenizer) in FULL_TEXT.items():
-        options = [*full_text_columns(index), f'content="{content}"', 'content_rowid="id"']
+        # columnsize=0: no table of each row's token counts, which only ranking (bm25) reads; a MATCH finds
+        # the same rows without it, and no search here ranks.
+        options = [*full_text_columns(index), f'content="{content}"', 'content_rowid="id"', "columnsize=0"]
         if tokenizer:
             options.append(f'tokenize="{tokenizer}"')
         statements.append(f"CREATE VIRTUAL TABLE {index} USING fts5({', '.join(options)});")
@@ -920,7 +929,9 @@ def insert_sql(table):
 
 
 # Incremental builds only build onto a database of exactly this shape.
-SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
+SCHEMA_DIGEST = hashlib.blake2b(
+    (TABLES + INDEXES + repr(EDGE_INDEXES) + _full_text_ddl() + VIEWS).encode(), digest_size=8
+).hexdigest()
 
 
 def create_schema(conn):

@@ -215,7 +215,8 @@ dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, unlisted.id
     FROM (
         SELECT specs.id, specs.configuration_id
-        FROM (SELECT 1 FROM node_configurations WHERE n > 0 LIMIT 1)  -- none: specs are not read
+        -- none, or no edges (then no spec is unlisted, and specs have no index by configuration): not read
+        FROM (SELECT 1 FROM node_configurations WHERE n > 0 AND EXISTS (SELECT 1 FROM spec_dependencies) LIMIT 1)
         CROSS JOIN specs
         WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
           AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
