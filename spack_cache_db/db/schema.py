@@ -17,7 +17,7 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: specs by
-# configuration only with edges (EDGE_INDEXES), full-text indexes without column sizes
+# configuration only with edges (EDGE_INDEXES), full-text indexes without column sizes, dependency_edge_counts
 SCHEMA_VERSION = 8
 
 TABLES = """
