@@ -207,22 +207,38 @@ def _by_identity(found, width):
 def _with_ids(conn, table, rows, written):
     """rows with each reference to a row the database numbers given by that row's id rather than its identity:
     the id this batch gave it (written), or else the one the table holds; None where there is none, which
-    the insert refuses."""
-    for position, parent in NUMBERED_REFERENCES.get(table, ()):
-        ids = written.get(parent, {})
-        missing = {row[position] for row in rows} - ids.keys()
-        if missing:
-            identity = IDENTITY[parent]
-            keys = missing if len(identity) > 1 else [(key,) for key in missing]
-            matches = " AND ".join(f"{parent}.{column} = batch.value ->> {n}" for n, column in enumerate(identity))
-            found = conn.execute(
-                f"SELECT {', '.join(f'{parent}.{column}' for column in identity)}, {parent}.id"
-                f" FROM json_each(?) AS batch CROSS JOIN {parent} ON {matches}",
-                (json.dumps(list(keys)),),
-            )
-            ids = {**ids, **_by_identity(found, len(identity))}
-        rows = [row[:position] + (ids.get(row[position]),) + row[position + 1 :] for row in rows]
-    return rows
+    the insert refuses. Each row is made once, whatever the number of its references (an edge has two, a
+    page_specs row its spec and its listing)."""
+    references = NUMBERED_REFERENCES.get(table)
+    if not references:
+        return rows
+    ids_at = [
+        (position, _ids_of(conn, parent, {row[position] for row in rows}, written.get(parent, {})))
+        for position, parent in references
+    ]
+    resolved = []
+    for row in rows:
+        values = list(row)
+        for position, ids in ids_at:
+            values[position] = ids.get(values[position])
+        resolved.append(values)
+    return resolved
+
+
+def _ids_of(conn, table, keys, written):
+    """{identity: id} of these identities of rows of a table the database numbers: those this batch wrote, and
+    the others the table holds."""
+    missing = keys - written.keys()
+    if not missing:
+        return written
+    identity = IDENTITY[table]
+    matches = " AND ".join(f"{table}.{column} = batch.value ->> {n}" for n, column in enumerate(identity))
+    found = conn.execute(
+        f"SELECT {', '.join(f'{table}.{column}' for column in identity)}, {table}.id"
+        f" FROM json_each(?) AS batch CROSS JOIN {table} ON {matches}",
+        (json.dumps([key if len(identity) > 1 else (key,) for key in missing]),),
+    )
+    return {**written, **_by_identity(found, len(identity))}
 
 
 def _conflicts(conn, table, rows, positions, batches, origins):
