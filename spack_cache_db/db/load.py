@@ -1,13 +1,13 @@
 """Load records into cache.db: ids resolved in memory, rows (schema.ROWS, by name) handed to the writer in batches.
 
 Every row the loader makes is one of schema.ROWS; a table's rows are looked up by its identity (schema.IDENTITY),
-read from the database before the writer starts, so an incremental build continues its ids. Specs are
-the exception (schema.NUMBERED_BY_DATABASE): millions of them, so rows name a spec by its hash and the writer
-numbers them, each hash once, its facts checked wherever it appears.
+read from the database before the writer starts, so an incremental build continues its ids. Specs and listings
+are the exception (schema.NUMBERED_BY_DATABASE): millions of them, so rows name a spec by its hash and a listing
+by its configuration and stack set, and the writer numbers them, each once (a spec's facts checked wherever it
+appears). The loader remembers only the listings of the batch it is queueing, not those of the history.
 """
 
 import json
-import operator
 
 from spack_cache_db import normalise
 from spack_cache_db.db import schema
@@ -17,11 +17,6 @@ from spack_cache_db.records import Built, InputError
 ROWS = schema.ROWS
 _SPEC_ROW, _PAGE_SPEC_ROW, _EDGE_ROW = (schema.PLAIN_ROWS[t] for t in ("specs", "page_specs", "spec_dependencies"))
 STATEMENTS = {table: schema.insert_sql(table) for table in schema.COLUMNS}
-# A row's identity, as the key the loader remembers it by: the value itself for a one-column identity.
-_IDENTITY_OF = {
-    table: operator.itemgetter(*(schema.COLUMNS[table].index(column) for column in columns))
-    for table, columns in schema.IDENTITY.items()
-}
 # The tables whose rows the loader numbers and looks up by their identity (a UNIQUE key): not pages, numbered
 # without a lookup, nor the tables the database numbers.
 LOOKED_UP = tuple(
@@ -57,7 +52,7 @@ class Loader:
         self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []  # see mark()
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
-        self.listing_by_stacks = {}  # (configuration id, stacks) -> id
+        self.queued_listings = set()  # (configuration id, stack set id) of the listings rows pending: one each
         self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
         self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
@@ -69,6 +64,8 @@ class Loader:
         }
         self.first_ids = {table: None for table in schema.COLUMNS}  # filled as tables are looked up
         self.first_ids.update(self.next_id)
+        for table in schema.NUMBERED_BY_DATABASE:  # the writer's rows take the ids after the last
+            self.first_ids[table] = conn.execute(f"SELECT ifnull(max(id), 0) + 1 FROM {table}").fetchone()[0]
         # Read now, before the writer holds the file: a table first looked up later would wait for its batch.
         for table in LOOKED_UP:
             self._lookup(table)
@@ -112,8 +109,10 @@ class Loader:
             found = ids[key] = self.next_id[table]
             self.next_id[table] += 1
             row = make_row(found)
-            if _IDENTITY_OF[table](row) != key:
-                raise AssertionError(f"{table}: a row made for {key!r} has the identity {_IDENTITY_OF[table](row)!r}")
+            if schema.IDENTITY_OF[table](row) != key:
+                raise AssertionError(
+                    f"{table}: a row made for {key!r} has the identity {schema.IDENTITY_OF[table](row)!r}"
+                )
             self.queue(row)
         return found
 
@@ -188,10 +187,10 @@ class Loader:
         built = binary.built
         configuration_id = self._configuration_of(package_id, built)
         spec = _SPEC_ROW(id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
-        listing_id = self.listing_by_stacks.get((configuration_id, binary.stacks))
-        if listing_id is None:
-            listing_id = self._listing_id(configuration_id, self._stack_set_id(binary.stacks))
-            self.listing_by_stacks[(configuration_id, binary.stacks)] = listing_id
+        listing = (configuration_id, self._stack_set_id(binary.stacks))
+        if listing not in self.queued_listings:
+            self.queued_listings.add(listing)
+            self.queue(ROWS["listings"](id=None, configuration_id=configuration_id, stack_set_id=listing[1]))
         extra, standard_tarball = binary.extra, 0
         if extra:
             if (
@@ -207,7 +206,7 @@ class Loader:
             page_id=page_id,
             spec_id=binary.hash,
             position=position,
-            listing_id=listing_id,
+            listing_id=listing,
             compiler_exact=int(built.compiler_exact),
             standard_tarball=standard_tarball,
             extra=extra,
@@ -283,7 +282,7 @@ class Loader:
         )
 
         return self._id(
-            "configurations", _IDENTITY_OF["configurations"](columns), lambda new_id: columns._replace(id=new_id)
+            "configurations", schema.IDENTITY_OF["configurations"](columns), lambda new_id: columns._replace(id=new_id)
         )
 
     def _variant_id(self, variant):
@@ -333,13 +332,6 @@ class Loader:
 
         return self._id("stack_sets", text, row)
 
-    def _listing_id(self, configuration_id, stack_set_id):
-        return self._id(
-            "listings",
-            (configuration_id, stack_set_id),
-            lambda new_id: ROWS["listings"](id=new_id, configuration_id=configuration_id, stack_set_id=stack_set_id),
-        )
-
     def checkpoint(self):
         return dict(self.next_id), {table: len(rows) for table, rows in self.pending.items()}
 
@@ -359,13 +351,13 @@ class Loader:
                 del ids[key]
         for memo, table in (
             (self.configuration_by_built, "configurations"),
-            (self.listing_by_stacks, "listings"),
             (self.variant_set_by_raw, "variant_sets"),
             (self.stack_set_by_stacks, "stack_sets"),
         ):
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
         self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}
+        self.queued_listings = set(map(schema.IDENTITY_OF["listings"], self.pending["listings"]))
 
     def mark(self, source):
         """The rows queued from here on come from source (a file or an index), until the next mark."""
@@ -377,6 +369,7 @@ class Loader:
         if batches:
             self.writer.write(batches, self.origins)
             self.pending = {table: [] for table in schema.LOAD_ORDER}
+            self.queued_listings = set()  # the writer has them: a listing queued again is written once
         # The input being read goes on queueing rows: they come from it, from the first of the next batch.
         self.origins = [
             Origin(last.source, dict.fromkeys(self.pending, 0), last.binary_field) for last in self.origins[-1:]

@@ -9,6 +9,7 @@ import collections
 import functools
 import graphlib
 import hashlib
+import operator
 from typing import NamedTuple
 
 import sqlite_utils
@@ -823,6 +824,11 @@ def _identity(table):
 
 
 IDENTITY = {table: _identity(table) for table in COLUMNS}
+# A row's identity, as the loader and the writer key rows by it: the value itself for a one-column identity.
+IDENTITY_OF = {
+    table: operator.itemgetter(*(COLUMNS[table].index(column) for column in columns))
+    for table, columns in IDENTITY.items()
+}
 
 
 class Reference(NamedTuple):
@@ -899,8 +905,10 @@ def _full_text_ddl():
 
 
 # Tables whose rows the database numbers, not the loader: there are millions of specs, so a row names a spec by
-# its identity (its hash) and the same spec written twice is one row (the writer checks that its facts agree).
-NUMBERED_BY_DATABASE = ("specs",)
+# its identity (its hash) and the same spec written twice is one row (the writer checks that its facts agree);
+# listings, as many as binaries where each binary has its own stacks, so a page_specs row names its listing by
+# (configuration id, stack set id), and the loader keeps no map of them that grows with the history.
+NUMBERED_BY_DATABASE = ("specs", "listings")
 # The columns that name such a row, by table: {table: ((column position, the table it names a row of), ...)}.
 # The loader puts the row's identity there; the writer, its id.
 NUMBERED_REFERENCES = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
 from spack_cache_db.db.maintenance import count_edges_as_written
-from spack_cache_db.db.schema import COLUMNS, IDENTITY, NUMBERED_BY_DATABASE, NUMBERED_REFERENCES
+from spack_cache_db.db.schema import COLUMNS, IDENTITY, IDENTITY_OF, NUMBERED_BY_DATABASE, NUMBERED_REFERENCES
 from spack_cache_db.records import InputError
 
 
@@ -185,46 +185,76 @@ def _written(conn, table, rows, last_id):
     """({identity: id} of the rows of a table the database numbers that were written, the positions of those
     ON CONFLICT DO NOTHING left out: their identity was there already, before this batch or earlier in it).
     The rows written took the ids after last_id, in order: each the first of its identity in the batch."""
-    (key,) = IDENTITY[table]
-    written = conn.execute(f"SELECT {key}, id FROM {table} WHERE id > ? ORDER BY id", (last_id,)).fetchall()
-    position_of_key = COLUMNS[table].index(key)
+    identity = IDENTITY[table]
+    written = _by_identity(
+        conn.execute(f"SELECT {', '.join(identity)}, id FROM {table} WHERE id > ? ORDER BY id", (last_id,)),
+        len(identity),
+    )
+    identity_of = IDENTITY_OF[table]
     expected = iter(written)
-    next_written = next(expected, (None,))[0]
+    next_written = next(expected, None)
     left_out = []
     for position, row in enumerate(rows):
-        if row[position_of_key] == next_written:
-            next_written = next(expected, (None,))[0]
+        if identity_of(row) == next_written:
+            next_written = next(expected, None)
         else:
             left_out.append(position)
-    return dict(written), left_out
+    return written, left_out
+
+
+def _by_identity(found, width):
+    """{identity: id} of rows (its columns, then id): the identity is the value itself for a one-column one, as
+    rows carry it (a hash), and a tuple otherwise (a listing's configuration and stack set)."""
+    if width == 1:
+        return dict(found)
+    return {tuple(row[:-1]): row[-1] for row in found}
 
 
 def _with_ids(conn, table, rows, written):
     """rows with each reference to a row the database numbers given by that row's id rather than its identity:
     the id this batch gave it (written), or else the one the table holds; None where there is none, which
-    the insert refuses."""
-    for position, parent in NUMBERED_REFERENCES.get(table, ()):
-        ids = written.get(parent, {})
-        missing = {row[position] for row in rows} - ids.keys()
-        if missing:
-            (key,) = IDENTITY[parent]
-            found = conn.execute(
-                f"SELECT {key}, id FROM {parent} WHERE {key} IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(missing)),),
-            )
-            ids = {**ids, **dict(found)}
-        rows = [row[:position] + (ids.get(row[position]),) + row[position + 1 :] for row in rows]
-    return rows
+    the insert refuses. Each row is made once, whatever the number of its references (an edge has two, a
+    page_specs row its spec and its listing)."""
+    references = NUMBERED_REFERENCES.get(table)
+    if not references:
+        return rows
+    ids_at = [
+        (position, _ids_of(conn, parent, {row[position] for row in rows}, written.get(parent, {})))
+        for position, parent in references
+    ]
+    resolved = []
+    for row in rows:
+        values = list(row)
+        for position, ids in ids_at:
+            values[position] = ids.get(values[position])
+        resolved.append(values)
+    return resolved
+
+
+def _ids_of(conn, table, keys, written):
+    """{identity: id} of these identities of rows of a table the database numbers: those this batch wrote, and
+    the others the table holds."""
+    missing = keys - written.keys()
+    if not missing:
+        return written
+    identity = IDENTITY[table]
+    matches = " AND ".join(f"{table}.{column} = batch.value ->> {n}" for n, column in enumerate(identity))
+    found = conn.execute(
+        f"SELECT {', '.join(f'{table}.{column}' for column in identity)}, {table}.id"
+        f" FROM json_each(?) AS batch CROSS JOIN {table} ON {matches}",
+        (json.dumps([key if len(identity) > 1 else (key,) for key in missing]),),
+    )
+    return {**written, **_by_identity(found, len(identity))}
 
 
 def _conflicts(conn, table, rows, positions, batches, origins):
     """(input, field, expected) for each of these rows (at positions), just left out, whose identity the table
     already held with other facts (written earlier, or earlier in this batch): the first facts stay."""
-    if not positions:
-        return
     columns = COLUMNS[table]
+    facts = [column for column in columns if column not in ("id", *IDENTITY[table])]
+    if not (positions and facts):  # a row that is only its identity (a listing) has no facts to differ
+        return
     (key,) = IDENTITY[table]
-    facts = [column for column in columns if column not in ("id", key)]
     differs = " OR ".join(f"{table}.{column} IS NOT batch.value ->> {columns.index(column)}" for column in facts)
     found = conn.execute(
         f"SELECT batch.key, {table}.id, {', '.join(f'{table}.{column}' for column in facts)} FROM json_each(?) AS batch"
