@@ -520,7 +520,6 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     elif plan.tags_changed:  # tags and stacks only tags.yaml declared go too: looking at every spec would cost seconds
         maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids, tables=TAGS_YAML_RELEASES)
     maintenance.rank_versions_and_tags(conn)
-    maintenance.index_edges(conn)
     microarchitectures.load(conn)
     if full:
         maintenance.rebuild_full_text(conn)

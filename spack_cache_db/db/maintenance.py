@@ -125,13 +125,6 @@ def index_new_rows(conn, first_ids):
             )
 
 
-def index_edges(conn):
-    """schema.EDGE_INDEXES while the database has dependency edges, none while it has none."""
-    has_edges = conn.execute("SELECT EXISTS (SELECT 1 FROM spec_dependencies)").fetchone()[0]
-    for index, on in schema.EDGE_INDEXES.items():
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {on}" if has_edges else f"DROP INDEX IF EXISTS {index}")
-
-
 def rebuild_full_text(conn):
     for index in schema.FULL_TEXT:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
