@@ -215,7 +215,7 @@ dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, unlisted.id
     FROM (
         SELECT specs.id, specs.configuration_id
-        -- none, or no edges (then no spec is unlisted, and specs have no index by configuration): not read
+        -- none, or no edges (then every spec is one a page lists): not read
         FROM (SELECT 1 FROM node_configurations WHERE n > 0 AND EXISTS (SELECT 1 FROM spec_dependencies) LIMIT 1)
         CROSS JOIN specs
         WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
