@@ -319,6 +319,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
     second process writes their rows into it."""
     changed_tags = set()
+    maintenance.track_releases(conn)
     if summary.incremental:
         maintenance.count_edges_as_written(conn, ["DELETE"])  # the writer counts those it writes
         conn.execute("BEGIN")

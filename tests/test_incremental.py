@@ -9,6 +9,8 @@ from pagemaker import spec, write_page
 from paths import SITE
 
 from spack_cache_db.build import build
+from spack_cache_db.db import maintenance
+from spack_cache_db.db.maintenance import prune_orphans
 
 CANONICAL = {
     "binaries": "SELECT tag, package, version, version_rank, hash, compiler, os, platform, target, variants, stacks,"
@@ -175,3 +177,51 @@ def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
         in raised.value.expected
     )
     assert db.read_bytes() == before
+
+
+def write_history(root, tags):
+    """Pages of these tags, ten packages each, every binary with its own hash, version and stack set."""
+    for tag in tags:
+        for package in range(10):
+            specs = [
+                spec(f"{tag} {package} {n}", versions=[f"{package}.{n}.{tag[-2:]}"], stacks=[f"{tag}-{package}-{n}", "root"])
+                for n in range(5)
+            ]
+            write_page(root, f"package-{package}", tag, specs)
+
+
+def pruning_work(monkeypatch, site, db):
+    """SQLite's virtual machine steps (to the hundred) of the pruning of a build bringing db up to date."""
+    steps = [0]
+
+    def counted(conn, *args, **kwargs):
+        conn.set_progress_handler(lambda: steps.__setitem__(0, steps[0] + 1), 100)
+        try:
+            return prune_orphans(conn, *args, **kwargs)
+        finally:
+            conn.set_progress_handler(None, 0)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(maintenance, "prune_orphans", counted)
+        build([str(site)], db)
+    return steps[0] * 100
+
+
+def test_removing_a_tag_prunes_what_the_tag_had_not_the_history(tmp_path, monkeypatch):
+    """Pruning after a tag goes looks at the rows the tag's rows referred to: ten times the history leaves its
+    work as it was. It was a scan of every spec and listing, and for each stack set gone, of every listing
+    (removing a tag of the 100-tag spread history: 28 s)."""
+    gone = "develop-2025-02-01"
+    work = {}
+    for size in (1, 10):
+        site = tmp_path / f"site-{size}"
+        write_history(site, [f"develop-2025-01-{day:02d}" for day in range(1, size + 1)] + [gone])
+        db = tmp_path / f"cache-{size}.db"
+        build([str(site)], db)
+        shutil.rmtree(site / "_cache" / gone)
+        work[size] = pruning_work(monkeypatch, site, db)
+        conn = sqlite3.connect(db)
+        assert conn.execute("SELECT count(*) FROM stack_sets WHERE stacks LIKE ?", (f"%{gone}%",)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM specs").fetchone() == (50 * size,)
+        conn.close()
+    assert 0 < work[10] <= 1.2 * work[1]

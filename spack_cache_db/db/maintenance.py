@@ -88,18 +88,42 @@ def reject_page(conn, problem):
     conn.execute(schema.insert_sql("problems"), problem)
 
 
+def track_releases(conn):
+    """From now on, this connection notes the rows of KEPT_WHILE_USED tables that lose a reference (the row
+    referring to them deleted, cascades too): the candidates prune_orphans looks at, so that removing a tag
+    costs what the tag had, not what the history has."""
+    for statement in schema.RELEASE_TRACKING:
+        conn.execute(statement)
+
+
 def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED):
     """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
-    belong to them go by ON DELETE CASCADE). With full_text, keep the full-text indexes in step for the rows
-    they have: not those this build added (ids from added_from, {table: first id or None}), indexed later."""
+    belong to them go by ON DELETE CASCADE). The rows looked at are those that lost a reference since
+    track_releases and those this build added (ids from added_from, {table: first id or None}). With
+    full_text, keep the full-text indexes in step for the rows they have: not those added, indexed later."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pruning (id INTEGER PRIMARY KEY)")
     for table in tables:
-        condition = schema.orphans(table)
+        first_added = (added_from or {}).get(table)
+        condition = f"id IN (SELECT id FROM temp.pruning) AND {schema.orphans(table)}"
+        added = first_added
         while True:
+            _take_candidates(conn, table, added)
+            added = None  # looked at: only rows released since are candidates again
             if full_text:
-                _unindex(conn, table, condition, (added_from or {}).get(table))
+                _unindex(conn, table, condition, first_added)
             deleted = conn.execute(f"DELETE FROM {table} WHERE {condition}").rowcount
             if not deleted or table not in schema.SELF_RELEASING:
                 break
+    conn.execute("DELETE FROM temp.pruning")
+
+
+def _take_candidates(conn, table, added_from):
+    """temp.pruning: the table's rows released since they were last taken, and those from id added_from on."""
+    conn.execute("DELETE FROM temp.pruning")
+    conn.execute(f"INSERT INTO temp.pruning SELECT id FROM temp.released_{table}")
+    conn.execute(f"DELETE FROM temp.released_{table}")
+    if added_from is not None:
+        conn.execute(f"INSERT OR IGNORE INTO temp.pruning SELECT id FROM {table} WHERE id >= ?", (added_from,))
 
 
 def _unindex(conn, table, condition, first_added):
