@@ -15,7 +15,7 @@ MAX_PEAK_RSS_MIB = 1024  # builder and writer together
 MAX_BYTES_PER_BINARY = 160  # cache.db bytes / binaries, from pages
 MAX_BYTES_PER_EDGE = 30  # bytes of the edge tables and their indexes / edges
 MAX_UNCHANGED_FRACTION = 0.05  # unchanged rebuild / full build
-MAX_ADD_TAG_RATIO = 1.5  # (adding one tag - a plain copy of the database) / that tag alone
+MAX_ADD_TAG_RATIO = 1.5  # (adding one tag, or removing it, - a plain copy of the database) / that tag alone
 MAX_BINARIES_PAGE_P95_MS = 500  # /cache/binaries, with its row count
 MAX_TABLE_PAGE_P95_MS = 1000  # each facet click and search, the dependencies view filtered: with row counts
 MAX_CANNED_P95_MS = 200  # every canned query as HTML
@@ -125,6 +125,12 @@ def pages_targets(shape, pages):
                f"<= {MAX_ADD_TAG_RATIO}x", added["ratio_wall"] <= MAX_ADD_TAG_RATIO),
         target(corpus, "Adding a tag: pages and binaries add up", "yes" if added["counts_add_up"] else "no", "yes",
                added["counts_add_up"]),
+        target(corpus, "Removing that tag again beyond a plain copy / that tag alone",
+               f"{added['remove_ratio_wall']:.2f}x (({added['remove_tag']['wall_s']:.1f} s - copy "
+               f"{added['copy_s']:.1f} s) / {added['tag_alone']['wall_s']:.1f} s)",
+               f"<= {MAX_ADD_TAG_RATIO}x", added["remove_ratio_wall"] <= MAX_ADD_TAG_RATIO),
+        target(corpus, "Removing that tag: row counts as before it was added",
+               "yes" if added["removed_as_before"] else "no", "yes", added["removed_as_before"]),
         *serving_targets(corpus, pages["serving"]),
     ]  # fmt: skip
 
@@ -350,6 +356,7 @@ def render_incremental(pages):
             [
                 run_row("unchanged rebuild", unchanged),
                 run_row(f"add tag {pages['extra_tag']} to a copy", added["add_tag"]),
+                run_row("remove it again (the build without it)", added["remove_tag"]),
                 run_row("that tag alone, new file", added["tag_alone"]),
                 ["a plain copy of the database (copyfile, fsync)", f"{added['copy_s']:.2f} s", "", "", copies],
                 [
@@ -367,6 +374,11 @@ def render_incremental(pages):
             f"Adding a tag costs {added['add_tag']['wall_s']:.2f} s, {added['beyond_copy_s']:.2f} s beyond a plain "
             f"copy of the database ({added['copy_s']:.2f} s): **{added['ratio_wall']:.2f}x** building that tag "
             f"alone; pages and binaries of the result = base + tag alone: {'yes' if added['counts_add_up'] else '**no**'}."
+        ),
+        (
+            f"Removing it again costs {added['remove_tag']['wall_s']:.2f} s, {added['remove_beyond_copy_s']:.2f} s "
+            f"beyond the copy: **{added['remove_ratio_wall']:.2f}x** building that tag alone; every row count as "
+            f"before it was added: {'yes' if added['removed_as_before'] else '**no**'}."
         ),
         render_unchanged_floor(added),
     ]

@@ -10,8 +10,8 @@ In one run, side by side (benchmarks/README.md explains each measure):
   (orjson parse, flat inserts) and the write floor (benchmarks/floors.py: the built database's rows written
   into an empty file with its schema), alternating, one subprocess per run; peak RSS of the builder's
   process tree (the builder and its writer process); the database's bytes per binary; an unchanged
-  rebuild; adding one tag to a copy against building that tag alone, the plain copy on its own and the
-  floor of finding the corpus's files unchanged (floors.py);
+  rebuild; adding one tag to a copy, and removing it again, against building that tag alone, the plain
+  copy on its own and the floor of finding the corpus's files unchanged (floors.py);
 - the history built from its build-cache indexes (a cache_spack_io_index.json) against
   benchmarks/lower_bound_indexes.py, alternating; its peak RSS; the bytes per dependency edge; an unchanged
   rebuild; and the peak RSS of building one busy tag whose root index is about 170 MB;
@@ -279,30 +279,35 @@ def measure_unchanged_rebuilds(code, sources, db, runs, full_build_s):
 
 
 def measure_add_tag(code, corpus, extra, db, folder, runs):
-    """Add the extra tag to a copy of db, alternating with a build of that tag alone into a new file, with
-    a plain copy of db (what the builder must at least do to build onto a copy of its output) and with the
-    floor of finding the corpus's files unchanged (what it must at least do to know it need not read them).
+    """Add the extra tag to a copy of db, then remove it again (the same build without it), alternating with a
+    build of that tag alone into a new file, with a plain copy of db (what the builder must at least do to
+    build onto a copy of its output) and with the floor of finding the corpus's files unchanged (what it must
+    at least do to know it need not read them).
 
     The corpus is passed as the same path the full build had, so its pages are recognised as
     unchanged and only the new tag's pages are read.
     """
     added_db, alone_db, copied = folder / "add_tag.db", folder / "tag_alone.db", folder / "plain_copy.db"
-    added, alone, copies, floors = [], [], [], []
+    added, removed, alone, copies, floors = [], [], [], [], []
     for number in range(1, runs + 1):
         shutil.copyfile(db, added_db)
         added.append(run_measured(builder_command(code, [corpus, extra], added_db)))
+        grown = db_counts(added_db)
+        removed.append(run_measured(builder_command(code, [corpus], added_db)))
         alone_db.unlink(missing_ok=True)
         alone.append(run_measured(builder_command(code, [extra], alone_db)))
         copies.append(timed_copy(db, copied))
         copied.unlink()
         floors.append(measure_floor(code, "unchanged", db, corpus))
         log(
-            f"add a tag {number}/{runs}: {added[-1]['wall_s']:.2f} s, that tag alone {alone[-1]['wall_s']:.2f} s, "
-            f"a plain copy {copies[-1]:.2f} s, the corpus found unchanged {floors[-1]['seconds']:.2f} s"
+            f"add a tag {number}/{runs}: {added[-1]['wall_s']:.2f} s, remove it {removed[-1]['wall_s']:.2f} s, "
+            f"that tag alone {alone[-1]['wall_s']:.2f} s, a plain copy {copies[-1]:.2f} s, "
+            f"the corpus found unchanged {floors[-1]['seconds']:.2f} s"
         )
-    added, alone, floor = summarise(added), summarise(alone), median_floor(floors)
+    added, removed, alone, floor = summarise(added), summarise(removed), summarise(alone), median_floor(floors)
     copy_s = sorted(copies)[len(copies) // 2]
-    counts = counts_add_up(db_counts(added_db), db_counts(db), db_counts(alone_db))
+    counts = counts_add_up(grown, db_counts(db), db_counts(alone_db))
+    as_before = db_counts(added_db) == db_counts(db)
     added_db.unlink()
     beyond_copy_s = added["wall_s"] - copy_s
     return {
@@ -316,6 +321,10 @@ def measure_add_tag(code, corpus, extra, db, folder, runs):
         "floor_ratio": floor["seconds"] / alone["wall_s"],
         "ratio_without_floor": (beyond_copy_s - floor["seconds"]) / alone["wall_s"],
         "counts_add_up": counts,
+        "remove_tag": removed,
+        "remove_beyond_copy_s": removed["wall_s"] - copy_s,
+        "remove_ratio_wall": (removed["wall_s"] - copy_s) / alone["wall_s"],
+        "removed_as_before": as_before,
     }
 
 

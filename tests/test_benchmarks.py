@@ -414,6 +414,8 @@ PAGES_TARGETS = [
     "Size per binary (cache.db bytes / binaries)",
     "Adding a tag beyond a plain copy / that tag alone",
     "Adding a tag: pages and binaries add up",
+    "Removing that tag again beyond a plain copy / that tag alone",
+    "Removing that tag: row counts as before it was added",
     "`/cache/binaries`, p95",
 ]
 INDEXES_TARGETS = [
@@ -508,6 +510,7 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
         check_served(pages["serving"], db, pages["database"]["counts"]["binaries"])
         assert pages["full_build"]["builder"]["peak_rss_mib"] > 0
         assert pages["unchanged_rebuild"]["wrote_nothing"] and pages["add_tag"]["counts_add_up"]
+        assert pages["add_tag"]["removed_as_before"] and pages["add_tag"]["remove_tag"]["wall_s"] > 0
         assert pages["add_tag"]["copy_s"] > 0
         largest = dict(pages["database"]["largest"])
         assert largest and sum(largest.values()) <= pages["database"]["bytes"]
