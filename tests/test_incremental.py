@@ -9,7 +9,7 @@ from pagemaker import spec, write_page
 from paths import SITE
 
 from spack_cache_db.build import build
-from spack_cache_db.db import maintenance
+from spack_cache_db.db import maintenance, schema
 from spack_cache_db.db.maintenance import prune_orphans
 
 CANONICAL = {
@@ -184,7 +184,11 @@ def write_history(root, tags):
     for tag in tags:
         for package in range(10):
             specs = [
-                spec(f"{tag} {package} {n}", versions=[f"{package}.{n}.{tag[-2:]}"], stacks=[f"{tag}-{package}-{n}", "root"])
+                spec(
+                    f"{tag} {package} {n}",
+                    versions=[f"{package}.{n}.{tag[-2:]}"],
+                    stacks=[f"{tag}-{package}-{n}", "root"],
+                )
                 for n in range(5)
             ]
             write_page(root, f"package-{package}", tag, specs)
@@ -225,3 +229,27 @@ def test_removing_a_tag_prunes_what_the_tag_had_not_the_history(tmp_path, monkey
         assert conn.execute("SELECT count(*) FROM specs").fetchone() == (50 * size,)
         conn.close()
     assert 0 < work[10] <= 1.2 * work[1]
+
+
+@pytest.mark.parametrize("index", schema.FULL_TEXT)
+def test_a_builds_new_rows_are_indexed_from_their_ids_whatever_the_statistics(tmp_path, index):
+    """The full-text index reads a build's new rows from the first new id on. With the statistics of the spread
+    history (84 listings per stack set), SQLite went over every stack set instead, through
+    listings_by_stack_set: 1.5 s instead of 0.1 s for a tag."""
+    db = tmp_path / "cache.db"
+    build([str(SITE)], db)
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM sqlite_stat1 WHERE tbl IN ('listings', 'stack_sets')")
+    conn.executemany(
+        "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)",
+        [
+            ("listings", "listings_by_stack_set", "3276041 84"),
+            ("listings", "sqlite_autoindex_listings_1", "3276041 12 1"),
+            ("stack_sets", "sqlite_autoindex_stack_sets_1", "39018 1"),
+        ],
+    )
+    conn.commit()
+    conn.close()
+    conn = sqlite3.connect(db)  # statistics are read with the schema
+    plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {maintenance.new_rows_text(index)}", (1,))]
+    assert plan[0] == "SEARCH new USING INTEGER PRIMARY KEY (rowid>?)", plan

@@ -140,13 +140,22 @@ def _unindex(conn, table, condition, first_added):
 
 def index_new_rows(conn, first_ids):
     """Add rows created in this build ({table: first id, or None when it added none}) to the full-text indexes."""
-    for index, (rows, content, _) in schema.FULL_TEXT.items():
+    for index, (rows, _, _) in schema.FULL_TEXT.items():
         if first_ids.get(rows) is not None:
-            columns = ", ".join(schema.full_text_columns(index))
-            conn.execute(
-                f"INSERT INTO {index} (rowid, {columns}) SELECT id, {columns} FROM {content} WHERE id >= ?",
-                (first_ids[rows],),
-            )
+            conn.execute(new_rows_text(index), (first_ids[rows],))
+
+
+def new_rows_text(index):
+    """The statement that adds the rows of index's table from id ? on to it. CROSS JOIN: the new rows lead, by
+    id, whatever the statistics say of the tables the text is read from (for the spread history's listings,
+    SQLite went over every stack set instead: 1.5 s instead of 0.1 s for a tag)."""
+    rows, content, _ = schema.FULL_TEXT[index]
+    columns = schema.full_text_columns(index)
+    return (
+        f"INSERT INTO {index} (rowid, {', '.join(columns)})"
+        f" SELECT new.id, {', '.join(f'text.{column}' for column in columns)}"
+        f" FROM {rows} AS new CROSS JOIN {content} AS text ON text.id = new.id WHERE new.id >= ?"
+    )
 
 
 def rebuild_full_text(conn):
