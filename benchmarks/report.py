@@ -206,8 +206,9 @@ def render_targets(results):
     return [
         "## Targets",
         "",
-        f"{met} of {len(results['targets'])} met. Medians of {results['runs']} builds each and of up to "
-        f"{results['requests']} requests per page (p95 by nearest rank).",
+        f"{met} of {len(results['targets'])} met. Medians of {results['runs']} full builds each, of "
+        f"{results['incremental_runs']} of each build onto a database, and of up to {results['requests']} requests "
+        "per page (p95 by nearest rank).",
         "",
         *table(["corpus", "target", "measured", "limit", ""], rows),
     ]

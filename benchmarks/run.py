@@ -343,8 +343,10 @@ def measure_pages(code, inputs, shape, folder, args):
         code, corpus, db, lambda lower_db: lower_bound_command(code, corpus, lower_db), args.runs, write_floor=True
     )
     results = {"full_build": full, "database": database_facts(db)}
-    results["unchanged_rebuild"] = measure_unchanged_rebuilds(code, [corpus], db, args.runs, full["builder"]["wall_s"])
-    results["add_tag"] = measure_add_tag(code, corpus, extra, db, folder, args.runs)
+    results["unchanged_rebuild"] = measure_unchanged_rebuilds(
+        code, [corpus], db, args.incremental_runs, full["builder"]["wall_s"]
+    )
+    results["add_tag"] = measure_add_tag(code, corpus, extra, db, folder, args.incremental_runs)
     results["extra_tag"] = tags_of(extra)[0]
     results["serving"] = measure_serving(db, code, folder, args.requests)
     return results
@@ -362,7 +364,9 @@ def measure_indexes(code, inputs, folder, args, page_binaries):
     results = {"full_build": full, "database": database_facts(db), "edges": edge_storage(db)}
     results["binaries"] = results["database"]["counts"]["binaries"]
     results["page_binaries"] = page_binaries  # of the usual corpus's pages, when the listing is its own
-    results["unchanged_rebuild"] = measure_unchanged_rebuilds(code, [listing], db, args.runs, full["builder"]["wall_s"])
+    results["unchanged_rebuild"] = measure_unchanged_rebuilds(
+        code, [listing], db, args.incremental_runs, full["builder"]["wall_s"]
+    )
     results["big_tag"] = measure_big_tag(code, inputs["big-tag"], folder, args.runs)
     results["serving"] = measure_serving(db, code, folder, args.requests, with_dependencies=True)
     return results
@@ -536,7 +540,13 @@ def work_folder(given):
 def run_benchmark(args, work):
     started = time.monotonic()
     code, version = snapshot_code(work)
-    results = {"name": args.name, "size": args.size, "runs": args.runs, "requests": args.requests}
+    results = {
+        "name": args.name,
+        "size": args.size,
+        "runs": args.runs,
+        "incremental_runs": args.incremental_runs,
+        "requests": args.requests,
+    }
     results |= {"date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(), "code": version}
     inputs, results["generated_s"] = prepare_inputs(args, code, work)
     results["inputs"] = {name: describe_input(folder) for name, folder in inputs.items() if name != "listing"}
@@ -575,13 +585,20 @@ def parse_args(argv):
     add("--extra-tag-spread", type=Path, help="the same for the spread-shape corpus")
     add("--index-listing", type=Path, help=f"{LISTING} to build from (default: the usual corpus's)")
     add("--big-tag", type=Path, help=f"folder holding the {LISTING} of one busy tag")
-    add("--runs", type=int, default=3, help="runs of each build (default 3)")
+    add("--runs", type=int, default=3, help="runs of each full build (default 3)")
+    add(
+        "--incremental-runs",
+        type=int,
+        help="runs of each build onto a database (unchanged, adding and removing a tag), seconds each but more at"
+        " the mercy of the disk (default: --runs)",
+    )
     add("--requests", type=int, default=20, help="timed requests per URL, after one warm-up (default 20)")
     add("--work", type=Path, help="folder for the databases (default: a temporary folder, removed after)")
     add("--results", type=Path, default=BENCHMARKS / "results", help="folder for <name>.md and <name>.json")
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.requests < 1:
-        parser.error("--runs and --requests must be at least 1")
+    args.incremental_runs = args.incremental_runs or args.runs
+    if min(args.runs, args.incremental_runs, args.requests) < 1:
+        parser.error("--runs, --incremental-runs and --requests must be at least 1")
     args.shape = sorted(set(args.shape or SHAPES), key=SHAPES.index)
     args.name = args.name or args.size
     return args
