@@ -307,17 +307,20 @@ def _change(source, before):
     now: reading it again will say why."""
     recorded, digest, _ = before
     try:
-        found = os.stat(source.path)
-        # As a plain tuple first, a fifth faster over a history's files; identity() is how values past 64 bits
-        # were stored.
-        if (found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino) == recorded or identity(
-            found
-        ) == recorded:
+        if _unchanged(os.stat(source.path), recorded):
             return None
         data, now = read_source(source)
     except (OSError, FileError):
         return "content"
     return now if file_digest(data) == digest else "content"
+
+
+def _unchanged(found, recorded):
+    """Whether a stat result is the recorded identity: as a plain tuple first, a fifth faster over a history's
+    files; then as identity() stores values past 64 bits."""
+    return (found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino) == recorded or identity(
+        found
+    ) == recorded
 
 
 def _load(conn, path, plan, summary, keep_going, tags, progress):

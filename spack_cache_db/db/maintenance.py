@@ -101,7 +101,6 @@ def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USE
     belong to them go by ON DELETE CASCADE). The rows looked at are those that lost a reference since
     track_releases and those this build added (ids from added_from, {table: first id or None}). With
     full_text, keep the full-text indexes in step for the rows they have: not those added, indexed later."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pruning (id INTEGER PRIMARY KEY)")
     for table in tables:
         first_added = (added_from or {}).get(table)
         condition = f"id IN (SELECT id FROM temp.pruning) AND {schema.orphans(table)}"

@@ -875,9 +875,11 @@ def released_by(tables):
 
 def _release_tracking():
     """A temporary table of candidates for each KEPT_WHILE_USED table, and temporary triggers that put a row
-    there when a row referring to it is deleted (cascades too) or changes its reference."""
+    there when a row referring to it is deleted (cascades too) or changes its reference; and the table of the
+    candidates being looked at (pruning)."""
     statements = [
-        f"CREATE TEMP TABLE IF NOT EXISTS released_{table} (id INTEGER PRIMARY KEY)" for table in KEPT_WHILE_USED
+        f"CREATE TEMP TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY)"
+        for name in ("pruning", *(f"released_{table}" for table in KEPT_WHILE_USED))
     ]
     for r in REFERENCES:
         if r.parent in KEPT_WHILE_USED and not r.cascade:
