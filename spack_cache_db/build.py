@@ -359,7 +359,11 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if progress:
             progress.start(len(plan.to_read))
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
-        for source in plan.to_read:
+        tag = None
+        for source in plan.to_read:  # sorted by path: a tag's pages come together
+            if source.folder_tag != tag:
+                tag = source.folder_tag
+                configurations.new_tag()
             specs = _load_file(loader, configurations, source, summary, keep_going, read_from_pages)
             _flush_now_and_then(loader)
             if progress:

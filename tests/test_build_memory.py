@@ -88,3 +88,20 @@ def test_adding_a_tag_reads_no_map_of_the_history(tmp_path, loader_sizes):
     write_spread_history(site, TAGS)  # the same pages again, and the last tag
     build([str(site)], db)
     assert_bounded_by_one_tag(loader_sizes, db)
+
+
+def test_the_stack_lists_checked_are_remembered_for_one_tag(tmp_path, monkeypatch):
+    """Each tag of this history has its own two lists of stacks, as binaries of the spread shape have lists of
+    their own: the reader's memory of lists it checked holds one tag's, not the history's."""
+    remembered = []
+
+    class Measured(build_module.Configurations):
+        def new_tag(self):
+            remembered.append(len(self.stacks))
+            super().new_tag()
+
+    monkeypatch.setattr(build_module, "Configurations", Measured)
+    site = tmp_path / "site"
+    write_spread_history(site, TAGS)
+    build([str(site)], tmp_path / "cache.db")
+    assert remembered[1:] == [2] * (len(TAGS) - 1)  # each earlier tag's lists, then forgotten
