@@ -89,7 +89,7 @@ def reject_page(conn, problem):
 
 
 def track_releases(conn):
-    """From now on, this connection notes the rows of KEPT_WHILE_USED tables that lose a reference (the row
+    """From now on, this connection notes the rows of KEPT_WHILE_USED tables that lose a reference (a row
     referring to them deleted, cascades too): the candidates prune_orphans looks at, so that removing a tag
     costs what the tag had, not what the history has."""
     for statement in schema.RELEASE_TRACKING:

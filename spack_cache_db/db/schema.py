@@ -875,22 +875,19 @@ def released_by(tables):
 
 def _release_tracking():
     """A temporary table of candidates for each KEPT_WHILE_USED table, and temporary triggers that put a row
-    there when a row referring to it is deleted (cascades too) or changes its reference; and the table of the
-    candidates being looked at (pruning)."""
+    there when a row referring to it is deleted (cascades too); and the table of the candidates being looked at
+    (pruning). Builds delete and insert references, never change one in place."""
     statements = [
         f"CREATE TEMP TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY)"
         for name in ("pruning", *(f"released_{table}" for table in KEPT_WHILE_USED))
     ]
     for r in REFERENCES:
         if r.parent in KEPT_WHILE_USED and not r.cascade:
-            released = f"INSERT OR IGNORE INTO released_{r.parent} VALUES (OLD.{r.column})"
-            statements += [
+            statements.append(
                 f"CREATE TEMP TRIGGER IF NOT EXISTS releases_{r.parent}_deleting_{r.child}_{r.column}"
-                f" AFTER DELETE ON main.{r.child} BEGIN {released}; END",
-                f"CREATE TEMP TRIGGER IF NOT EXISTS releases_{r.parent}_updating_{r.child}_{r.column}"
-                f" AFTER UPDATE OF {r.column} ON main.{r.child} WHEN OLD.{r.column} IS NOT NEW.{r.column}"
-                f" BEGIN {released}; END",
-            ]
+                f" AFTER DELETE ON main.{r.child}"
+                f" BEGIN INSERT OR IGNORE INTO released_{r.parent} VALUES (OLD.{r.column}); END"
+            )
     return tuple(statements)
 
 
