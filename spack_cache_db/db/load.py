@@ -95,9 +95,7 @@ class Loader:
         if ids is None:
             identity = schema.IDENTITY[table]
             found = self.conn.execute(f"SELECT {', '.join(identity)}, id FROM {table}")
-            ids = self.ids[table] = (
-                {row[0]: row[1] for row in found} if len(identity) == 1 else {row[:-1]: row[-1] for row in found}
-            )
+            ids = self.ids[table] = schema.ids_by_identity(table, found)
             self.next_id[table] = self.first_ids[table] = max(ids.values(), default=0) + 1
         return ids
 

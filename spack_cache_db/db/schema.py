@@ -830,6 +830,14 @@ IDENTITY_OF = {
 }
 
 
+def ids_by_identity(table, found):
+    """{identity: id} of rows of table read as their identity's columns, then id: keyed as IDENTITY_OF keys a
+    row (the value itself for a one-column identity, such as a hash; a tuple otherwise)."""
+    if len(IDENTITY[table]) == 1:
+        return dict(found)
+    return {tuple(row[:-1]): row[-1] for row in found}
+
+
 class Reference(NamedTuple):
     child: str
     column: str

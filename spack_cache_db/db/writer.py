@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
 from spack_cache_db.db.maintenance import count_edges_as_written
-from spack_cache_db.db.schema import COLUMNS, IDENTITY, IDENTITY_OF, NUMBERED_BY_DATABASE, NUMBERED_REFERENCES
+from spack_cache_db.db.schema import (
+    COLUMNS,
+    IDENTITY,
+    IDENTITY_OF,
+    NUMBERED_BY_DATABASE,
+    NUMBERED_REFERENCES,
+    ids_by_identity,
+)
 from spack_cache_db.records import InputError
 
 
@@ -186,9 +193,8 @@ def _written(conn, table, rows, last_id):
     ON CONFLICT DO NOTHING left out: their identity was there already, before this batch or earlier in it).
     The rows written took the ids after last_id, in order: each the first of its identity in the batch."""
     identity = IDENTITY[table]
-    written = _by_identity(
-        conn.execute(f"SELECT {', '.join(identity)}, id FROM {table} WHERE id > ? ORDER BY id", (last_id,)),
-        len(identity),
+    written = ids_by_identity(
+        table, conn.execute(f"SELECT {', '.join(identity)}, id FROM {table} WHERE id > ? ORDER BY id", (last_id,))
     )
     identity_of = IDENTITY_OF[table]
     expected = iter(written)
@@ -200,14 +206,6 @@ def _written(conn, table, rows, last_id):
         else:
             left_out.append(position)
     return written, left_out
-
-
-def _by_identity(found, width):
-    """{identity: id} of rows (its columns, then id): the identity is the value itself for a one-column one, as
-    rows carry it (a hash), and a tuple otherwise (a listing's configuration and stack set)."""
-    if width == 1:
-        return dict(found)
-    return {tuple(row[:-1]): row[-1] for row in found}
 
 
 def _with_ids(conn, table, rows, written):
@@ -244,7 +242,7 @@ def _ids_of(conn, table, keys, written):
         f" FROM json_each(?) AS batch CROSS JOIN {table} ON {matches}",
         (json.dumps([key if len(identity) > 1 else (key,) for key in missing]),),
     )
-    return {**written, **_by_identity(found, len(identity))}
+    return {**written, **ids_by_identity(table, found)}
 
 
 def _conflicts(conn, table, rows, positions, batches, origins):
