@@ -18,7 +18,7 @@ from spack_cache_db.db.connection import database_uri, open_for_build
 from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema
 from spack_cache_db.db.writer import BackgroundWriter
 from spack_cache_db.read import index_tags, inputs
-from spack_cache_db.read.files import FileError, identity, read_start
+from spack_cache_db.read.files import FileError, read_start, same_identity
 from spack_cache_db.read.pages import (
     NotACachePage,
     OldLayoutPage,
@@ -307,20 +307,12 @@ def _change(source, before):
     now: reading it again will say why."""
     recorded, digest, _ = before
     try:
-        if _unchanged(os.stat(source.path), recorded):
+        if same_identity(os.stat(source.path), recorded):
             return None
         data, now = read_source(source)
     except (OSError, FileError):
         return "content"
     return now if file_digest(data) == digest else "content"
-
-
-def _unchanged(found, recorded):
-    """Whether a stat result is the recorded identity: as a plain tuple first, a fifth faster over a history's
-    files; then as identity() stores values past 64 bits."""
-    return (found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_ino) == recorded or identity(
-        found
-    ) == recorded
 
 
 def _load(conn, path, plan, summary, keep_going, tags, progress):
