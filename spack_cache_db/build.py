@@ -113,7 +113,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
         try:
             if existing is None:
                 create_schema(conn)
-            first_ids, changed_tags = _load(conn, temporary, plan, summary, keep_going, tags, progress)
+            first_ids, uncounted_tags = _load(conn, temporary, plan, summary, keep_going, tags, progress)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
                 raise BuildError(
                     f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
@@ -123,7 +123,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), e.g. {_first_warning(summary)}"
                 )
-            summary.counts = _finish(conn, first_ids, changed_tags, paths, plan, summary)
+            summary.counts = _finish(conn, first_ids, uncounted_tags, paths, plan, summary)
             finished = temporary
             if existing is None or _worth_compacting(conn):
                 conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
@@ -351,15 +351,18 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         if progress:
             progress.start(len(plan.to_read))
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
+        counted = set()  # tags the writer counted after their last page, while this process read on
         tag = None
         for source in plan.to_read:  # sorted by path: a tag's pages come together
             if source.folder_tag != tag:
+                counted |= loader.count_written_tags()
                 tag = source.folder_tag
                 configurations.new_tag()
             specs = _load_file(loader, configurations, source, summary, keep_going, read_from_pages)
             _flush_now_and_then(loader)
             if progress:
                 progress.advance(1, specs)
+        counted |= loader.count_written_tags()
         if plan.indexes.to_load and progress:
             progress.start_indexes(sum(len(t.read) for t in plan.indexes.to_load))
         for index_tag in plan.indexes.to_load:
@@ -367,7 +370,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
             index_sources[source] = index_tag
             loader.mark(source)
             _load_index_tag(loader, configurations, index_tag, summary, keep_going, progress)
-            loader.flush()
+            counted |= loader.count_written_tags()
         for tag, error in plan.indexes.failures:
             loader.queue(_problem(error, tag=tag))
         loader.mark("_data/tags.yaml")
@@ -383,7 +386,9 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))
     )
     _leave_out_conflicts(conn, writer.conflicts, index_sources, summary)
-    return loader.first_ids, changed_tags  # the loader's memory is released before the file is finished
+    if writer.conflicts:  # pages left out after their tags were counted
+        counted = set()
+    return loader.first_ids, changed_tags - counted  # the loader's memory is released before the file is finished
 
 
 def _leave_out_conflicts(conn, conflicts, index_sources, summary):
@@ -516,7 +521,8 @@ def _problem(error, tag=None):
 TAGS_YAML_RELEASES = schema.released_by(["tag_stacks"])
 
 
-def _finish(conn, first_ids, changed_tags, paths, plan, summary):
+def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
+    """uncounted_tags: the tags whose pages changed since the writer last counted them."""
     full = not summary.incremental
     if summary.failed_tags:  # the rows such a tag got before it failed
         maintenance.delete_tags(conn, summary.failed_tags)
@@ -533,7 +539,7 @@ def _finish(conn, first_ids, changed_tags, paths, plan, summary):
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
     _write_build_info(conn, paths, plan)
-    maintenance.refresh_counts(conn, None if full else changed_tags)
+    maintenance.refresh_counts(conn, uncounted_tags, every_edge=full)
     # No PRAGMA foreign_key_check: foreign_keys = ON (open_for_build, the writer's connection and this one) has
     # checked every write of this build as it was made; tests/test_foreign_keys.py checks whole databases.
     conn.execute("COMMIT")

@@ -15,9 +15,10 @@ import urllib.parse
 import pytest
 from datasette.app import Datasette
 from datasette.utils import escape_fts
-from pagemaker import write_spread_corpus
+from pagemaker import spec, write_page, write_spread_corpus
 
 from spack_cache_db.build import build
+from spack_cache_db.db import maintenance
 from spack_cache_db.web import counts, describe
 
 METADATA = describe.build_metadata()
@@ -249,6 +250,66 @@ def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
     for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs", "tag_cells"):
         rows = [sorted(sqlite3.connect(path).execute(f"SELECT * FROM {table}")) for path in (db, fresh)]
         assert rows[0] == rows[1], table
+
+
+KEPT_PER_TAG = (
+    "binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs", "binary_stacks_cube", "tag_cells",
+    "tag_version_counts",
+)  # fmt: skip
+
+
+def kept_counts(db):
+    conn = sqlite3.connect(db)
+    return {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in KEPT_PER_TAG}
+
+
+def counted_from_nothing(db):
+    """kept_counts of a copy of db whose every tag is counted again from empty count tables."""
+    copy = db.with_name("counted again.db")
+    shutil.copyfile(db, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("BEGIN")
+    for table in KEPT_PER_TAG:
+        conn.execute(f"DELETE FROM {table}")
+    maintenance.refresh_counts(conn, [tag_id for (tag_id,) in conn.execute("SELECT id FROM tags")], every_edge=True)
+    conn.execute("COMMIT")
+    return kept_counts(copy)
+
+
+def test_a_full_build_counts_each_tag_while_it_reads_the_next(tmp_path, monkeypatch):
+    """The writer process counts a tag once its pages are written, while the build reads on; the end of a full
+    build counts no tag. A tag whose pages come again after it was counted (a second checkout, read last) is
+    counted again."""
+    site = write_spread_corpus(tmp_path / "site", TAGS, 6, 10)
+    later = write_page(tmp_path / "zz-checkout", "zlib", TAGS[0], [spec("later", stacks=["e4s"])]).parents[3]
+    left_to_the_end = []
+    refresh = maintenance.refresh_counts
+
+    def recorded(conn, tag_ids, every_edge):
+        left_to_the_end.append(set(tag_ids))
+        refresh(conn, tag_ids, every_edge)
+
+    monkeypatch.setattr(maintenance, "refresh_counts", recorded)
+    db = tmp_path / "cache.db"
+    build([str(site), str(later)], db)
+    assert left_to_the_end == [set()]
+    counted = kept_counts(db)
+    assert ("tag", TAGS[0], "stacks", "e4s") in {row[:4] for row in counted["binaries_facet_pairs"]}
+    assert counted == counted_from_nothing(db)
+
+
+def test_pages_left_out_after_their_tag_was_counted_are_counted_out(tmp_path):
+    """With --keep-going, a page that gives a hash other facts than an earlier tag is left out once the writer
+    has found it, after its tag was counted: that tag is counted again without it."""
+    write_page(tmp_path, "bolt", TAGS[0], [spec(1)])
+    write_page(tmp_path, "bolt", TAGS[2], [spec(1, target="zen3"), spec(2)])
+    write_page(tmp_path, "cli11", TAGS[2], [spec(3)])
+    db = tmp_path / "cache.db"
+    summary = build([str(tmp_path / "_cache")], db, keep_going=True)
+    assert len(summary.rejected) == 1
+    counted = kept_counts(db)
+    assert ("tag", TAGS[2], 1) in counted["binaries_facet_counts"]
+    assert counted == counted_from_nothing(db)
 
 
 @pytest.mark.asyncio

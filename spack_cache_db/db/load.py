@@ -56,6 +56,7 @@ class Loader:
         self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
         self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
+        self.tags_written = set()  # ids of the tags given pages since the last count_written_tags()
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {}  # tag -> {package: path}: the pages kept, read for a tag when it first comes
@@ -149,6 +150,7 @@ class Loader:
                 f"expected one page per tag and package: {document.tag}/{document.package} is also {other}",
             )
         tag_id = self.tag_id(document.tag)
+        self.tags_written.add(tag_id)
         package_id = self._named_id("packages", document.package)
         binaries = document.binaries
         if self.origins:
@@ -360,6 +362,15 @@ class Loader:
     def mark(self, source):
         """The rows queued from here on come from source (a file or an index), until the next mark."""
         self.origins.append(Origin(source, {table: len(rows) for table, rows in self.pending.items()}))
+
+    def count_written_tags(self):
+        """Have the writer count the tags given pages since the last call, once their rows are written; returns
+        their ids. A tag's counts are kept up to date only if none of its pages comes after this."""
+        self.flush()
+        counted, self.tags_written = self.tags_written, set()
+        if counted:
+            self.writer.count_tags(sorted(counted))
+        return counted
 
     def flush(self):
         """Hand the queued rows to the writer, as plain tuples in their table's column order."""

@@ -169,20 +169,21 @@ def count_edges_as_written(conn, events):
         conn.execute(schema.count_edges_as_written(event))
 
 
-def refresh_counts(conn, tag_ids=None):
-    """Recount the counts kept per tag for these tags (None: every tag) and for tags gone since, and every
-    edge when every tag is recounted (else count_edges_as_written kept them), then row_counts of every table
-    and view."""
+def count_tags(conn, tag_ids):
+    """Recount the counts kept per tag (schema.RECOUNT_TAGS) for these tags and for tags gone since."""
     conn.execute("CREATE TEMP TABLE recount (id INTEGER PRIMARY KEY)")
-    if tag_ids is None:
-        conn.execute("INSERT INTO recount SELECT id FROM tags")
-    else:
-        conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
+    conn.executemany("INSERT OR IGNORE INTO recount VALUES (?)", [(tag_id,) for tag_id in tag_ids])
     for statement in schema.RECOUNT_TAGS:
         conn.execute(statement)
     for temporary in schema.RECOUNT_TEMPORARIES:
         conn.execute(f"DROP TABLE temp.{temporary}")
-    if tag_ids is None:
+
+
+def refresh_counts(conn, tag_ids, every_edge):
+    """count_tags for these tags; every edge counted again (every_edge: a full build, else
+    count_edges_as_written kept them); then row_counts of every table and view."""
+    count_tags(conn, tag_ids)
+    if every_edge:
         conn.execute("DELETE FROM dependency_edge_counts")
         conn.execute(schema.COUNT_EVERY_EDGE)
     conn.execute("DELETE FROM dependency_edge_counts WHERE edges = 0")

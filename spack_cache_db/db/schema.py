@@ -640,8 +640,8 @@ _RECOUNTED = "(SELECT name FROM recounted_tags)"
 # A build recounts only the tags whose pages it changed (their ids in temp.recount), and tags gone since.
 # The counts of every tag (binaries_facet_counts and binaries_facet_pairs) are kept by taking away what the
 # recounted tags had (their rows with the tag, and binaries_tag_facet_pairs) and adding what they have now:
-# the cost is that of the recounted tags, not of the history. Binaries are counted in steps that avoid
-# sorting a million rows at once: per (page, listing), then per tag, package and the ids the counts need.
+# the cost is that of the recounted tags, not of the history. Binaries are counted per (page, listing) first,
+# then per the ids each count needs.
 RECOUNT_TAGS = [
     f"""CREATE TEMP TABLE recounted_tags AS
     SELECT name FROM tags WHERE id IN (SELECT id FROM recount)
@@ -660,34 +660,30 @@ RECOUNT_TAGS = [
     f"DELETE FROM binaries_facet_counts WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED}",
     f"""DELETE FROM binaries_facet_pairs
     WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED} OR other = '{PER_TAG}' AND other_value IN {_RECOUNTED}""",
-    """CREATE TEMP TABLE page_listing_counts AS
-    SELECT page_id, listing_id, count(*) AS n
-    FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
-    WHERE pages.tag_id IN (SELECT id FROM recount)
-    GROUP BY page_id, listing_id""",
-    """CREATE TEMP TABLE package_counts AS
-    SELECT pages.tag_id, pages.package_id, listings.stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
-    FROM page_listing_counts
-    CROSS JOIN pages ON pages.id = page_id
-    CROSS JOIN listings ON listings.id = listing_id
-    CROSS JOIN configurations ON configurations.id = listings.configuration_id
-    GROUP BY 1, 2, 3, 4, 5, 6""",
+    # Per (page, listing), with the ids the counts need: their listing's are the same for all its binaries.
+    """CREATE TEMP TABLE listing_counts AS
+    SELECT counted.tag_id, counted.package_id, configurations.version_id, listings.stack_set_id, os_id, target_id,
+        compiler_id, n
+    FROM (
+        SELECT pages.tag_id, pages.package_id, listing_id, count(*) AS n
+        FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
+        WHERE pages.tag_id IN (SELECT id FROM recount)
+        GROUP BY page_id, listing_id
+    ) AS counted
+    CROSS JOIN listings ON listings.id = counted.listing_id
+    CROSS JOIN configurations ON configurations.id = listings.configuration_id""",
     """CREATE TEMP TABLE binary_counts AS
     SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
-    FROM package_counts GROUP BY 1, 2, 3, 4, 5""",
+    FROM listing_counts GROUP BY 1, 2, 3, 4, 5""",
     """INSERT INTO tag_cells
-    SELECT tags.name, oss.name, targets.name, compilers.label, sum(n), count(DISTINCT package_id)
-    FROM package_counts
+    SELECT tags.name, oss.name, targets.name, compilers.label, binaries, packages
+    FROM (
+        SELECT tag_id, os_id, target_id, compiler_id, sum(n) AS binaries, count(DISTINCT package_id) AS packages
+        FROM listing_counts GROUP BY 1, 2, 3, 4
+    ) AS cells
     JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
-    JOIN compilers ON compilers.id = compiler_id
-    GROUP BY tag_id, os_id, target_id, compiler_id""",
-    """INSERT INTO tag_version_counts
-    SELECT configurations.version_id, pages.tag_id, sum(n)
-    FROM page_listing_counts
-    CROSS JOIN pages ON pages.id = page_id
-    CROSS JOIN listings ON listings.id = listing_id
-    CROSS JOIN configurations ON configurations.id = listings.configuration_id
-    GROUP BY 1, 2""",
+    JOIN compilers ON compilers.id = compiler_id""",
+    "INSERT INTO tag_version_counts SELECT version_id, tag_id, sum(n) FROM listing_counts GROUP BY 1, 2",
     f"""CREATE TEMP TABLE scalar_counts AS
     SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",
     f"""INSERT INTO binaries_facet_counts
@@ -712,8 +708,8 @@ RECOUNT_TAGS = [
     "DELETE FROM binaries_facet_pairs WHERE binaries = 0",
 ]
 RECOUNT_TEMPORARIES = (
-    "recount", "recounted_tags", "value_changes", "pair_changes", "page_listing_counts", "package_counts",
-    "binary_counts", "scalar_counts", "tag_values",
+    "recount", "recounted_tags", "value_changes", "pair_changes", "listing_counts", "binary_counts",
+    "scalar_counts", "tag_values",
 )  # fmt: skip
 # Edges per dependency version and kind (dependency_edge_counts): a full build counts every edge, grouped by
 # dependency spec along the index of edges by dependency before their versions are looked up; an incremental

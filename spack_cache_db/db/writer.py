@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.maintenance import count_edges_as_written
+from spack_cache_db.db.maintenance import count_edges_as_written, count_tags
 from spack_cache_db.db.schema import (
     COLUMNS,
     IDENTITY,
@@ -59,6 +59,11 @@ class BackgroundWriter:
         self._send((batches, origins))
         while self.pipe.poll():  # the writer sends nothing unasked but conflicts, and why it failed
             self._take_conflict_or_raise()
+
+    def count_tags(self, tag_ids):
+        """Count these tags (maintenance.count_tags) once the batches sent so far are written, while the build
+        reads on: a full build's counts would otherwise be taken at its end, with one core idle."""
+        self._send(("count", tuple(tag_ids)))
 
     def sync(self):
         """Wait until every batch sent so far is committed."""
@@ -138,6 +143,11 @@ def _write_batches(path, pipe, builds_end, count_edges):
                 pipe.send("done")
                 if message == "finish":
                     return
+                continue
+            if message[0] == "count":
+                conn.execute("BEGIN")
+                count_tags(conn, message[1])
+                conn.execute("COMMIT")
                 continue
             batches, origins = message
             conn.execute("BEGIN")
