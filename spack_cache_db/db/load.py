@@ -197,7 +197,7 @@ class Loader:
                 "tarball" in extra
                 and extra["tarball"] == _tarball_prefix(tarballs, document, built) + binary.hash + ".spack"
             ):
-                extra = {k: v for k, v in extra.items() if k != "tarball"}
+                extra = {k: v for k, v in extra.items() if k != "tarball"} if len(extra) > 1 else None
                 standard_tarball = 1
             extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
         else:

@@ -654,6 +654,10 @@ def parse_spec(entry, where, configurations):
 
 def _spec_extra(entry, where):
     """A spec's fields the format does not document (such as tarball), kept as they are."""
+    if len(entry) == len(SPEC_FIELDS) + 1:  # the usual one, a tarball URL, beside SPEC_FIELDS (parse_spec checked)
+        tarball = entry.get("tarball")
+        if type(tarball) is str and is_storable_text(tarball):
+            return {"tarball": tarball}
     extra = {k: entry[k] for k in entry.keys() - _KNOWN_FIELDS}
     for key, value in extra.items():
         if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
