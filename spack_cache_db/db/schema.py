@@ -10,6 +10,7 @@ import functools
 import graphlib
 import hashlib
 import operator
+import re
 from typing import NamedTuple
 
 import sqlite_utils
@@ -707,10 +708,8 @@ RECOUNT_TAGS = [
     "DELETE FROM binaries_facet_counts WHERE binaries = 0",
     "DELETE FROM binaries_facet_pairs WHERE binaries = 0",
 ]
-RECOUNT_TEMPORARIES = (
-    "recount", "recounted_tags", "value_changes", "pair_changes", "listing_counts", "binary_counts",
-    "scalar_counts", "tag_values",
-)  # fmt: skip
+# What a recount leaves behind to drop: temp.recount (the tag ids it is given) and the tables it makes.
+RECOUNT_TEMPORARIES = ("recount", *re.findall(r"CREATE TEMP TABLE (\w+)", "\n".join(RECOUNT_TAGS)))
 # Edges per dependency version and kind (dependency_edge_counts): a full build counts every edge, grouped by
 # dependency spec along the index of edges by dependency before their versions are looked up; an incremental
 # build counts the edges it writes and deletes as it does, in each connection that does (temporary triggers,
