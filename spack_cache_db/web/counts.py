@@ -262,13 +262,30 @@ async def _stored_count(datasette, database, tables, selected):
 
 
 def _count_through_rows(request, database, table, datasette):
-    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table (one row per
-    row of the view, with its key) when the page is filtered by nothing but narrow_by's columns and a search
-    of the full-text index on the key; or (None, None)."""
+    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table, or (None, None)
+    when rows_where cannot give them."""
+    rows = rows_where(request, database, table, datasette)
+    if rows is None:
+        return None, None
+    return f"select count(*) from {escape_sqlite(rows.narrow_by['rows'])} where {' and '.join(rows.where)}", rows.params
+
+
+class RowsWhere(NamedTuple):
+    """A page's rows as conditions on narrow_by's rows table, and their parameters but Datasette's."""
+
+    narrow_by: dict
+    where: list
+    params: dict
+
+
+def rows_where(request, database, table, datasette):
+    """The page's rows as rows of narrow_by's rows table (one row per row of the view, with its key) when the
+    page is filtered by nothing but narrow_by's columns and a search of the full-text index on the key; None
+    otherwise."""
     narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
     metadata = datasette.table_metadata(database, table) or {}
     if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
-        return None, None
+        return None
     where = []
     for key in request.args:
         if key == "_search" and metadata.get("fts_pk") == narrow_by["key"]:
@@ -277,16 +294,62 @@ def _count_through_rows(request, database, table, datasette):
             where.append(f"{key_column} in (select rowid from {fts} where {fts} match escape_fts(:search))")
         elif _special(key):
             if not _shows_only(key):
-                return None, None
+                return None
         elif column_and_lookup(key)[0] not in narrow_by["columns"]:
-            return None, None
+            return None
     narrowed = _narrowing(request, narrow_by)
     where += narrowed.where_clauses if narrowed else []
     if not where:
-        return None, None
-    return f"select count(*) from {escape_sqlite(narrow_by['rows'])} where {' and '.join(where)}", (
-        narrowed.params if narrowed else {}
-    )
+        return None
+    return RowsWhere(narrow_by, where, narrowed.params if narrowed else {})
+
+
+def per_key_groups_query(request, database, table, datasette, columns):
+    """(SQL, its parameters but Datasette's) counting the page's rows per value of each part of a row that
+    holds some of these columns, or None unless rows_where gives the page's rows and the parts hold every
+    column. The rows are counted per key on the rows table (through its index on the key), then per value of
+    each part, and a part's columns are read once per value, never once per row: each row of the result has
+    the values of one part's columns (the other columns NULL) and its rows. A part is narrow_by's table,
+    reached through the key's column, or one of its other_parts: through a column of through's table
+    (column) or of the rows table (rows_column)."""
+    rows = rows_where(request, database, table, datasette)
+    if rows is None:
+        return None
+    narrow_by = rows.narrow_by
+    through = narrow_by.get("through")
+    parts = [{**narrow_by, "column": through["column"] if through else None}, *narrow_by.get("other_parts", [])]
+    holders = {column: next((part for part in parts if column in part["columns"]), None) for column in columns}
+    if None in holders.values():
+        return None
+    used = [part for part in parts if any(holder is part for holder in holders.values())]
+    key, rows_table = escape_sqlite(narrow_by["key"]), escape_sqlite(narrow_by["rows"])
+    of_rows = {n: escape_sqlite(part["rows_column"]) for n, part in enumerate(used) if "rows_column" in part}
+    per_key = ", ".join([f"{key} as key", *(f"{column} as part{n}" for n, column in of_rows.items())])
+    ctes = [
+        f"per_key as materialized (select {per_key}, count(*) as rows from {rows_table}"
+        f" where {' and '.join(rows.where)} group by {', '.join([key, *of_rows.values()])})"
+    ]
+    of_key = [n for n in range(len(used)) if n not in of_rows]
+    if of_key:
+        keys = "(select key, sum(rows) as rows from per_key group by key)" if of_rows else "per_key"
+        if through:
+            through_table = escape_sqlite(through["table"])
+            chosen = ", ".join(f"{through_table}.{escape_sqlite(used[n]['column'])} as part{n}" for n in of_key)
+            joined = f" join {through_table} on {through_table}.{escape_sqlite(through['key'])} = keys.key"
+        else:
+            chosen, joined = "keys.key as part0", ""
+        ctes.append(f"per_through as materialized (select {chosen}, keys.rows from {keys} as keys{joined})")
+    selects = []
+    for n, part in enumerate(used):
+        shown = ", ".join(escape_sqlite(c) if holders[c] is part else "null" for c in columns)
+        grouped = ", ".join(escape_sqlite(c) for c in columns if holders[c] is part)
+        source, part_table = "per_key" if n in of_rows else "per_through", escape_sqlite(part["table"])
+        selects.append(
+            f"select {shown}, sum(counted.rows) from (select part{n}, sum(rows) as rows from {source} group by part{n})"
+            f" as counted join {part_table} on {part_table}.{escape_sqlite(part['table_key'])} = counted.part{n}"
+            f" group by {grouped}"
+        )
+    return f"with {', '.join(ctes)} {' union all '.join(selects)}", rows.params
 
 
 def answer_counts(datasette, db, database):

@@ -112,28 +112,35 @@ class _Precounted(Facet):
     async def _live_groups(self, stored):
         """(columns, [(their values, rows), ...]): the filtered rows counted per combination of the values
         of every precounted column the page shows that the count tables do not answer. The column and the
-        array facets, which Datasette runs at the same time, share this one query: the rows are read once,
-        with only these columns, into a materialized table (SQLite drops the joins a query does not need
-        only when it is no aggregate)."""
+        array facets, which Datasette runs at the same time, share this one query. When the page's rows are
+        those of a key's rows table and the key determines these columns (counts.per_key_groups_query), the
+        rows are counted per key and then per value, a group of one part's columns at a time (the others
+        None); otherwise the rows are read once, with only these columns, into a materialized table (SQLite
+        drops the joins a query does not need only when it is no aggregate)."""
         configs = load_facet_configs(self.request, self.metadata)
         shown = {_column(config["config"]) for kind in FACET_CLASSES for config in configs.get(kind.type, [])}
         columns = sorted(shown - set(stored))
         shared = self.request.scope.setdefault("spack_cache_db.live_groups", {})
         key = (self.database, self.sql, json.dumps(self.params, sort_keys=True, default=str), tuple(columns))
         if key not in shared:
-            selected = ", ".join(escape_sqlite(column) for column in columns)
-            shared[key] = asyncio.ensure_future(
-                self.ds.execute(
-                    self.database,
-                    f"with facet as materialized (select {selected} from ({self.sql}))"
-                    f" select {selected}, count(*) from facet group by {selected}",
-                    self.params,
-                    truncate=False,
-                    custom_time_limit=self.ds.setting("facet_time_limit_ms"),
-                )
-            )
+            shared[key] = asyncio.ensure_future(self._count_groups(columns))
         rows = (await shared[key]).rows
         return columns, [(tuple(row)[:-1], row[-1]) for row in rows]
+
+    def _count_groups(self, columns):
+        per_key = counts.per_key_groups_query(self.request, self.database, self.table, self.ds, columns)
+        if per_key is not None:
+            sql, params = per_key[0], {**self.params, **per_key[1]}
+        else:
+            selected = ", ".join(escape_sqlite(column) for column in columns)
+            sql, params = (
+                f"with facet as materialized (select {selected} from ({self.sql}))"
+                f" select {selected}, count(*) from facet group by {selected}",
+                self.params,
+            )
+        return self.ds.execute(
+            self.database, sql, params, truncate=False, custom_time_limit=self.ds.setting("facet_time_limit_ms")
+        )
 
 
 class PrecountedColumnFacet(_Precounted):
