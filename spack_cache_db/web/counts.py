@@ -315,41 +315,58 @@ def per_key_groups_query(request, database, table, datasette, columns):
     rows = rows_where(request, database, table, datasette)
     if rows is None:
         return None
-    narrow_by = rows.narrow_by
-    through = narrow_by.get("through")
-    parts = [{**narrow_by, "column": through["column"] if through else None}, *narrow_by.get("other_parts", [])]
+    through = rows.narrow_by.get("through")
+    parts = [{**rows.narrow_by, "column": through and through["column"]}, *rows.narrow_by.get("other_parts", [])]
     holders = {column: next((part for part in parts if column in part["columns"]), None) for column in columns}
     if None in holders.values():
         return None
-    used = [part for part in parts if any(holder is part for holder in holders.values())]
-    key, rows_table = escape_sqlite(narrow_by["key"]), escape_sqlite(narrow_by["rows"])
-    of_rows = {n: escape_sqlite(part["rows_column"]) for n, part in enumerate(used) if "rows_column" in part}
-    per_key = ", ".join([f"{key} as key", *(f"{column} as part{n}" for n, column in of_rows.items())])
-    ctes = [
-        f"per_key as materialized (select {per_key}, count(*) as rows from {rows_table}"
-        f" where {' and '.join(rows.where)} group by {', '.join([key, *of_rows.values()])})"
-    ]
-    of_key = [n for n in range(len(used)) if n not in of_rows]
-    if of_key:
-        keys = "(select key, sum(rows) as rows from per_key group by key)" if of_rows else "per_key"
-        if through:
-            through_table = escape_sqlite(through["table"])
-            chosen = ", ".join(f"{through_table}.{escape_sqlite(used[n]['column'])} as part{n}" for n in of_key)
-            joined = f" join {through_table} on {through_table}.{escape_sqlite(through['key'])} = keys.key"
-        else:
-            chosen, joined = "keys.key as part0", ""
-        ctes.append(f"per_through as materialized (select {chosen}, keys.rows from {keys} as keys{joined})")
-    selects = []
-    for n, part in enumerate(used):
-        shown = ", ".join(escape_sqlite(c) if holders[c] is part else "null" for c in columns)
-        grouped = ", ".join(escape_sqlite(c) for c in columns if holders[c] is part)
-        source, part_table = "per_key" if n in of_rows else "per_through", escape_sqlite(part["table"])
-        selects.append(
-            f"select {shown}, sum(counted.rows) from (select part{n}, sum(rows) as rows from {source} group by part{n})"
-            f" as counted join {part_table} on {part_table}.{escape_sqlite(part['table_key'])} = counted.part{n}"
-            f" group by {grouped}"
+    used = dict(enumerate(part for part in parts if any(holder is part for holder in holders.values())))
+    of_rows = {n: part for n, part in used.items() if "rows_column" in part}
+    of_key = {n: part for n, part in used.items() if n not in of_rows}
+    ctes = [_per_key(rows, of_rows), *([_per_through(rows.narrow_by, of_key, bool(of_rows))] if of_key else [])]
+    selects = [
+        _part_counts(
+            n, part, "per_key" if n in of_rows else "per_through", [c if holders[c] is part else None for c in columns]
         )
+        for n, part in used.items()
+    ]
     return f"with {', '.join(ctes)} {' union all '.join(selects)}", rows.params
+
+
+def _per_key(rows, of_rows):
+    """The page's rows counted per key (and per value of the rows table's columns that parts are reached by)."""
+    key = escape_sqlite(rows.narrow_by["key"])
+    of_rows = {n: escape_sqlite(part["rows_column"]) for n, part in of_rows.items()}
+    chosen = ", ".join([f"{key} as key", *(f"{column} as part{n}" for n, column in of_rows.items())])
+    return (
+        f"per_key as materialized (select {chosen}, count(*) as rows from {escape_sqlite(rows.narrow_by['rows'])}"
+        f" where {' and '.join(rows.where)} group by {', '.join([key, *of_rows.values()])})"
+    )
+
+
+def _per_through(narrow_by, of_key, per_row):
+    """The rows per key with the values of the columns of through's table that parts are reached by (the
+    key itself without through)."""
+    keys = "(select key, sum(rows) as rows from per_key group by key)" if per_row else "per_key"
+    through = narrow_by.get("through")
+    if not through:
+        chosen, joined = ", ".join(f"keys.key as part{n}" for n in of_key), ""
+    else:
+        table = escape_sqlite(through["table"])
+        chosen = ", ".join(f"{table}.{escape_sqlite(part['column'])} as part{n}" for n, part in of_key.items())
+        joined = f" join {table} on {table}.{escape_sqlite(through['key'])} = keys.key"
+    return f"per_through as materialized (select {chosen}, keys.rows from {keys} as keys{joined})"
+
+
+def _part_counts(n, part, source, shown):
+    """The rows per combination of the part's columns (shown: the columns in order, None where another part's)."""
+    table = escape_sqlite(part["table"])
+    grouped = ", ".join(escape_sqlite(column) for column in shown if column is not None)
+    return (
+        f"select {', '.join('null' if column is None else escape_sqlite(column) for column in shown)},"
+        f" sum(counted.rows) from (select part{n}, sum(rows) as rows from {source} group by part{n}) as counted"
+        f" join {table} on {table}.{escape_sqlite(part['table_key'])} = counted.part{n} group by {grouped}"
+    )
 
 
 def answer_counts(datasette, db, database):
