@@ -310,20 +310,20 @@ def per_key_groups_query(request, database, table, datasette, columns):
     column. The rows are counted per key on the rows table (through its index on the key), then per value of
     each part, and a part's columns are read once per value, never once per row: each row of the result has
     the values of one part's columns (the other columns NULL) and its rows. A part is narrow_by's table,
-    reached through the key's column, or one of its other_parts: through a column of through's table
+    reached through through's column, or one of its other_parts: through a column of through's table
     (column) or of the rows table (rows_column)."""
     rows = rows_where(request, database, table, datasette)
-    if rows is None:
+    if rows is None or "through" not in rows.narrow_by:
         return None
-    through = rows.narrow_by.get("through")
-    parts = [{**rows.narrow_by, "column": through and through["column"]}, *rows.narrow_by.get("other_parts", [])]
+    through = rows.narrow_by["through"]
+    parts = [{**rows.narrow_by, "column": through["column"]}, *rows.narrow_by.get("other_parts", [])]
     holders = {column: next((part for part in parts if column in part["columns"]), None) for column in columns}
     if None in holders.values():
         return None
     used = dict(enumerate(part for part in parts if any(holder is part for holder in holders.values())))
     of_rows = {n: part for n, part in used.items() if "rows_column" in part}
     of_key = {n: part for n, part in used.items() if n not in of_rows}
-    ctes = [_per_key(rows, of_rows), *([_per_through(rows.narrow_by, of_key, bool(of_rows))] if of_key else [])]
+    ctes = [_per_key(rows, of_rows), *([_per_through(through, of_key, bool(of_rows))] if of_key else [])]
     selects = [
         _part_counts(
             n, part, "per_key" if n in of_rows else "per_through", [c if holders[c] is part else None for c in columns]
@@ -344,18 +344,15 @@ def _per_key(rows, of_rows):
     )
 
 
-def _per_through(narrow_by, of_key, per_row):
-    """The rows per key with the values of the columns of through's table that parts are reached by (the
-    key itself without through)."""
+def _per_through(through, of_key, per_row):
+    """The rows per key with the values of the columns of through's table that parts are reached by."""
     keys = "(select key, sum(rows) as rows from per_key group by key)" if per_row else "per_key"
-    through = narrow_by.get("through")
-    if not through:
-        chosen, joined = ", ".join(f"keys.key as part{n}" for n in of_key), ""
-    else:
-        table = escape_sqlite(through["table"])
-        chosen = ", ".join(f"{table}.{escape_sqlite(part['column'])} as part{n}" for n, part in of_key.items())
-        joined = f" join {table} on {table}.{escape_sqlite(through['key'])} = keys.key"
-    return f"per_through as materialized (select {chosen}, keys.rows from {keys} as keys{joined})"
+    table = escape_sqlite(through["table"])
+    chosen = ", ".join(f"{table}.{escape_sqlite(part['column'])} as part{n}" for n, part in of_key.items())
+    return (
+        f"per_through as materialized (select {chosen}, keys.rows from {keys} as keys"
+        f" join {table} on {table}.{escape_sqlite(through['key'])} = keys.key)"
+    )
 
 
 def _part_counts(n, part, source, shown):
