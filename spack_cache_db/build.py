@@ -381,6 +381,8 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         writer.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+    if not summary.incremental:  # before anything is deleted: deleting reads them
+        schema.create_indexes_after_load(conn)
     conn.execute("BEGIN")
     changed_tags.update(
         row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))

@@ -8,7 +8,7 @@ from paths import SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
-from spack_cache_db.db.schema import COLUMNS, SCHEMA_VERSION
+from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION
 
 
 def run(*args):
@@ -128,15 +128,24 @@ def test_check_fails_on_a_broken_database(tmp_path):
 def test_check_fails_on_tables_that_are_not_as_the_schema_declares(tmp_path):
     db = tmp_path / "c.db"
     run("build", SEEDS, "-o", str(db))
-    assert "ok   " + f"{len(COLUMNS)} tables as schema.py declares them" in run("check", str(db)).output.splitlines()
+    indexes = sum(map(len, NAMED_INDEXES.values()))
+    assert NAMED_INDEXES["page_specs"] == {"page_specs_by_spec": ("spec_id",), "page_specs_by_listing": ("listing_id",)}
+    assert {
+        "ok   " + f"{len(COLUMNS)} tables as schema.py declares them",
+        "ok   " + f"{indexes} indexes as schema.py declares them",  # those a full build makes after its rows too
+    } <= set(run("check", str(db)).output.splitlines())
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE indexes DROP COLUMN etag")
     conn.execute("DROP TABLE tag_cells")
+    conn.execute("DROP INDEX page_specs_by_listing")
     conn.commit()
     conn.close()
     result = run("check", str(db))
     assert result.exit_code == 1
-    assert "FAIL tables: expected indexes, tag_cells as schema.py declares them" in result.output.splitlines()
+    assert {
+        "FAIL tables: expected indexes, tag_cells as schema.py declares them",
+        "FAIL indexes: expected those of page_specs as schema.py declares them",
+    } <= set(result.output.splitlines())
 
 
 def test_check_fails_on_something_else(tmp_path):

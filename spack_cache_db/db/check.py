@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
-from spack_cache_db.db.schema import COLUMNS, SCHEMA_VERSION
+from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
 
@@ -73,10 +73,20 @@ def _check_rows(db, path, integrity, report):
 
 
 def _check_tables(db, report):
-    """Every table schema.py declares is there with its columns, in order."""
+    """Every table schema.py declares is there with its columns, in order, and with its indexes."""
     found = {name: tuple(column.name for column in db[name].columns) for name in db.table_names()}
     different = [name for name, columns in COLUMNS.items() if found.get(name) != columns]
     if different:
         report.fail(f"tables: expected {', '.join(different)} as schema.py declares them")
     else:
         report.good(f"{len(COLUMNS)} tables as schema.py declares them")
+    indexed = {
+        table: {index.name: tuple(index.columns) for index in db[table].indexes if index.origin == "c"}
+        for table in NAMED_INDEXES
+        if table in found
+    }
+    different = [table for table, indexes in NAMED_INDEXES.items() if indexed.get(table, {}) != indexes]
+    if different:
+        report.fail(f"indexes: expected those of {', '.join(different)} as schema.py declares them")
+    else:
+        report.good(f"{sum(map(len, NAMED_INDEXES.values()))} indexes as schema.py declares them")

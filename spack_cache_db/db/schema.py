@@ -272,9 +272,17 @@ CREATE TABLE build_info (
 INDEXES = """
 CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
-CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX pages_by_package ON pages(package_id);
 CREATE INDEX pages_by_path ON pages(path);
+CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
+CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
+CREATE INDEX problems_by_path ON problems(path);
+"""
+# Indexes that nothing reads while rows are loaded: a new database gets them once its rows are written
+# (create_indexes_after_load), built from sorted rows. Kept through millions of random inserts instead, they
+# cost the writer process, the busier one, 11 s of a 100-tag history's build, and 4 s made at its end.
+INDEXES_AFTER_LOAD = """
+CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id, kind_id);
 -- Also what deleting a configuration reads: SQLite looks for specs that still refer to it, one scan of every
 -- spec per configuration without this index (a changed tag of a 5M-binary history: 49 s instead of 2).
@@ -282,9 +290,6 @@ CREATE INDEX specs_by_configuration ON specs(configuration_id);
 -- Likewise for deleting a stack set: without it, a scan of every listing per stack set (removing a tag of
 -- the spread history: 24 s for 218 stack sets).
 CREATE INDEX listings_by_stack_set ON listings(stack_set_id);
-CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
-CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
-CREATE INDEX problems_by_path ON problems(path);
 """
 
 # Full-text indexes (FTS5), each over the rows of one table: its columns are those of the table or view its
@@ -767,12 +772,17 @@ VIEW_COUNTS = {
 
 def _declared():
     db = sqlite_utils.Database(memory=True)
-    db.executescript(TABLES + INDEXES + VIEWS)
+    db.executescript(TABLES + INDEXES + INDEXES_AFTER_LOAD + VIEWS)
     return db
 
 
 _DECLARED = _declared()
 COLUMNS = {name: tuple(column.name for column in _DECLARED[name].columns) for name in _DECLARED.table_names()}
+# Each table's indexes made by CREATE INDEX (INDEXES, INDEXES_AFTER_LOAD): {table: {index: its columns}}.
+NAMED_INDEXES = {
+    table: {index.name: tuple(index.columns) for index in _DECLARED[table].indexes if index.origin == "c"}
+    for table in COLUMNS
+}
 # An order in which every row's parents (foreign keys) are written before it.
 LOAD_ORDER = tuple(
     graphlib.TopologicalSorter(
@@ -970,9 +980,17 @@ def insert_sql(table):
 
 
 # Incremental builds only build onto a database of exactly this shape.
-SCHEMA_DIGEST = hashlib.blake2b((TABLES + INDEXES + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
+SCHEMA_DIGEST = hashlib.blake2b(
+    (TABLES + INDEXES + INDEXES_AFTER_LOAD + _full_text_ddl() + VIEWS).encode(), digest_size=8
+).hexdigest()
 
 
 def create_schema(conn):
-    """Create every table, index, full-text index and view of an empty database."""
+    """Create every table, full-text index and view of an empty database, and the indexes its load reads:
+    create_indexes_after_load makes the others once the rows are written."""
     conn.executescript(TABLES + INDEXES + VIEWS + _full_text_ddl())
+
+
+def create_indexes_after_load(conn):
+    """INDEXES_AFTER_LOAD, in a new database whose rows are written."""
+    conn.executescript(INDEXES_AFTER_LOAD)
