@@ -280,7 +280,8 @@ CREATE INDEX problems_by_path ON problems(path);
 """
 # Indexes that nothing reads while rows are loaded: a new database gets them once its rows are written
 # (create_indexes_after_load), built from sorted rows. Kept through millions of random inserts instead, they
-# cost the writer process, the busier one, 11 s of a 100-tag history's build, and 4 s made at its end.
+# cost the writer process, the busier one, about 25 s of CPU in a 100-tag history's build (36 s in the
+# spread shape); made afterwards, 5-7 s.
 INDEXES_AFTER_LOAD = """
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id, kind_id);
