@@ -129,10 +129,10 @@ def test_check_fails_on_tables_that_are_not_as_the_schema_declares(tmp_path):
     db = tmp_path / "c.db"
     run("build", SEEDS, "-o", str(db))
     indexes = sum(map(len, NAMED_INDEXES.values()))
-    assert NAMED_INDEXES["page_specs"] == {"page_specs_by_spec": ("spec_id",), "page_specs_by_listing": ("listing_id",)}
+    assert "page_specs_by_listing" in NAMED_INDEXES["page_specs"]  # one a full build makes after its rows
     assert {
         "ok   " + f"{len(COLUMNS)} tables as schema.py declares them",
-        "ok   " + f"{indexes} indexes as schema.py declares them",  # those a full build makes after its rows too
+        "ok   " + f"{indexes} indexes as schema.py declares them",
     } <= set(run("check", str(db)).output.splitlines())
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE indexes DROP COLUMN etag")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
-from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION
+from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION, named_indexes
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
 
@@ -80,12 +80,11 @@ def _check_tables(db, report):
         report.fail(f"tables: expected {', '.join(different)} as schema.py declares them")
     else:
         report.good(f"{len(COLUMNS)} tables as schema.py declares them")
-    indexed = {
-        table: {index.name: tuple(index.columns) for index in db[table].indexes if index.origin == "c"}
-        for table in NAMED_INDEXES
-        if table in found
-    }
-    different = [table for table, indexes in NAMED_INDEXES.items() if indexed.get(table, {}) != indexes]
+    different = [
+        table
+        for table, indexes in NAMED_INDEXES.items()
+        if (named_indexes(db[table]) if table in found else {}) != indexes
+    ]
     if different:
         report.fail(f"indexes: expected those of {', '.join(different)} as schema.py declares them")
     else:

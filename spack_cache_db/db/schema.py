@@ -281,7 +281,7 @@ CREATE INDEX problems_by_path ON problems(path);
 # Indexes that nothing reads while rows are loaded: a new database gets them once its rows are written
 # (create_indexes_after_load), built from sorted rows. Kept through millions of random inserts instead, they
 # cost the writer process, the busier one, about 25 s of CPU in a 100-tag history's build (36 s in the
-# spread shape); made afterwards, 5-7 s.
+# spread shape); made afterwards, 4-7 s.
 INDEXES_AFTER_LOAD = """
 CREATE INDEX page_specs_by_listing ON page_specs(listing_id);
 CREATE INDEX spec_dependencies_by_dependency ON spec_dependencies(dependency_id, kind_id);
@@ -292,6 +292,8 @@ CREATE INDEX specs_by_configuration ON specs(configuration_id);
 -- the spread history: 24 s for 218 stack sets).
 CREATE INDEX listings_by_stack_set ON listings(stack_set_id);
 """
+
+_EVERY_INDEX = INDEXES + INDEXES_AFTER_LOAD
 
 # Full-text indexes (FTS5), each over the rows of one table: its columns are those of the table or view its
 # text is read from (but id), so the text is not stored twice.
@@ -773,17 +775,20 @@ VIEW_COUNTS = {
 
 def _declared():
     db = sqlite_utils.Database(memory=True)
-    db.executescript(TABLES + INDEXES + INDEXES_AFTER_LOAD + VIEWS)
+    db.executescript(TABLES + _EVERY_INDEX + VIEWS)
     return db
 
 
 _DECLARED = _declared()
 COLUMNS = {name: tuple(column.name for column in _DECLARED[name].columns) for name in _DECLARED.table_names()}
-# Each table's indexes made by CREATE INDEX (INDEXES, INDEXES_AFTER_LOAD): {table: {index: its columns}}.
-NAMED_INDEXES = {
-    table: {index.name: tuple(index.columns) for index in _DECLARED[table].indexes if index.origin == "c"}
-    for table in COLUMNS
-}
+
+
+def named_indexes(table):
+    """{index: its columns} of a sqlite_utils Table's indexes made by CREATE INDEX (not by UNIQUE or a key)."""
+    return {index.name: tuple(index.columns) for index in table.indexes if index.origin == "c"}
+
+
+NAMED_INDEXES = {table: named_indexes(_DECLARED[table]) for table in COLUMNS}  # INDEXES and INDEXES_AFTER_LOAD
 # An order in which every row's parents (foreign keys) are written before it.
 LOAD_ORDER = tuple(
     graphlib.TopologicalSorter(
@@ -981,9 +986,7 @@ def insert_sql(table):
 
 
 # Incremental builds only build onto a database of exactly this shape.
-SCHEMA_DIGEST = hashlib.blake2b(
-    (TABLES + INDEXES + INDEXES_AFTER_LOAD + _full_text_ddl() + VIEWS).encode(), digest_size=8
-).hexdigest()
+SCHEMA_DIGEST = hashlib.blake2b((TABLES + _EVERY_INDEX + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
 
 
 def create_schema(conn):
