@@ -321,7 +321,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
     changed_tags = set()
     maintenance.track_releases(conn)
     if summary.incremental:
-        maintenance.count_edges_as_written(conn, ["DELETE"])  # the writer counts those it writes
+        maintenance.keep_counts_as_written(conn, ["DELETE"])  # the writer counts the rows it writes
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
         if gone:
@@ -339,7 +339,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
                 (now.mtime_ns, now.ctime_ns, now.inode, source.path),
             )
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
-    writer = BackgroundWriter(path, keep_going, count_edges=summary.incremental)
+    writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     thresholds = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])
@@ -541,7 +541,7 @@ def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
     _write_build_info(conn, paths, plan)
-    maintenance.refresh_counts(conn, uncounted_tags, every_edge=full)
+    maintenance.refresh_counts(conn, uncounted_tags, count_every_row=full)
     # No PRAGMA foreign_key_check (seconds per million rows): this connection deletes with foreign_keys = ON
     # (open_for_build), the writer inserts only references it or the loader resolved from existing rows;
     # tests/test_foreign_keys.py checks whole databases.

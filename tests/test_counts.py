@@ -167,9 +167,10 @@ async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_t
 
 @pytest.mark.parametrize("search", ["pkg1", "rhel8 zen3", "e4s"])
 @pytest.mark.asyncio
-async def test_a_search_is_counted_on_the_listings_index_and_equals_sql(shaped, search):
-    """A search (alone or with a column a listing determines) counts the rows of page_specs whose listing
-    matches, through its index on listings, not the view's rows through a dozen joins."""
+async def test_a_search_is_counted_from_its_listings_binaries_and_equals_sql(shaped, search):
+    """A search (alone or with a column a listing determines) adds up the binaries the build counted for each
+    listing it matches, read by the listing's key: not the view's rows through a dozen joins, nor each binary
+    (a broad search matches millions)."""
     conn = sqlite3.connect(shaped)
     conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
     matches = "listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
@@ -178,10 +179,13 @@ async def test_a_search_is_counted_on_the_listings_index_and_equals_sql(shaped, 
         data = response.json()
         expected = conn.execute(f"SELECT count(*) FROM binaries WHERE {matches}{condition}", [search, *params])
         assert data["filtered_table_rows_count"] == expected.fetchone()[0]
-        [count] = [trace for trace in data["_trace"]["traces"] if trace["sql"].startswith("select count(*)")]
-        assert count["sql"].startswith("select count(*) from page_specs where")
-        plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count['sql']}", count["params"]))
-        assert "page_specs_by_listing" in plan
+        [count] = [trace for trace in data["_trace"]["traces"] if trace["sql"].startswith(LISTINGS_SUM)]
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count['sql']}", count["params"])]
+        assert "SEARCH listing_binaries USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        assert not any("page_specs" in step for step in plan), plan
+
+
+LISTINGS_SUM = "select coalesce(sum(binaries), 0) from listing_binaries where"
 
 
 def facet_questions():
@@ -249,7 +253,8 @@ def test_the_count_tables_are_read_through_their_primary_keys(spread):
 
 def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
     """The counts of every tag are kept by taking away what the recounted tags had and adding what they have:
-    after tags are added, changed and removed, every count table equals a fresh build's."""
+    after tags are added, changed and removed, every count table equals a fresh build's; the binaries of each
+    listing, kept as binaries are written and deleted, equal SQL's count."""
     site = write_spread_corpus(tmp_path / "site", TAGS[:2], 6, 10)
     db = tmp_path / "cache.db"
     build([str(site)], db)
@@ -262,6 +267,23 @@ def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
     fresh = tmp_path / "fresh.db"
     build([str(site)], fresh)
     assert kept_counts(db) == kept_counts(fresh)
+    for built in (db, fresh):
+        stored, counted = listing_binaries(built)
+        assert stored == counted and len(stored) > 50
+
+
+def listing_binaries(db):
+    """(the binaries per listing the build kept, those SQL counts): every listing has binaries."""
+    conn = sqlite3.connect(db)
+    try:
+        return (
+            conn.execute("SELECT listing_id, binaries FROM listing_binaries ORDER BY 1").fetchall(),
+            conn.execute(
+                "SELECT listings.id, count(*) FROM listings JOIN page_specs ON listing_id = listings.id GROUP BY 1"
+            ).fetchall(),
+        )
+    finally:
+        conn.close()
 
 
 # Those whose rows are ids, read by what they name, so that databases numbered differently compare.
@@ -282,7 +304,9 @@ def counted_from_nothing(db):
     conn.execute("BEGIN")
     for table in KEPT_PER_TAG:
         conn.execute(f"DELETE FROM {table}")
-    maintenance.refresh_counts(conn, [tag_id for (tag_id,) in conn.execute("SELECT id FROM tags")], every_edge=True)
+    maintenance.refresh_counts(
+        conn, [tag_id for (tag_id,) in conn.execute("SELECT id FROM tags")], count_every_row=True
+    )
     conn.execute("COMMIT")
     return kept_counts(copy)
 
@@ -296,9 +320,9 @@ def test_a_full_build_counts_each_tag_while_it_reads_the_next(tmp_path, monkeypa
     left_to_the_end = []
     refresh = maintenance.refresh_counts
 
-    def recorded(conn, tag_ids, every_edge):
+    def recorded(conn, tag_ids, count_every_row):
         left_to_the_end.append(set(tag_ids))
-        refresh(conn, tag_ids, every_edge)
+        refresh(conn, tag_ids, count_every_row)
 
     monkeypatch.setattr(maintenance, "refresh_counts", recorded)
     db = tmp_path / "cache.db"
@@ -413,16 +437,24 @@ async def test_facets_of_a_page_filtered_by_another_column_are_counted_through_t
 
 def test_a_package_s_facets_per_listing_read_indexes_only(spread):
     """What the per-listing count of a package's page reads: its configurations from its versions by index
-    (the view once scanned every configuration), its binaries from page_specs' index by listing, and every
-    listing, configuration and set of stacks by key. No table is scanned but platforms (linux, darwin...),
+    (the view once scanned every configuration), the binaries the build counted per listing, and every
+    listing, configuration and set of stacks by key, never a binary. No table is scanned but platforms (linux, darwin...),
     which SQLite reads whole rather than by key."""
     ds = served(spread)
     request = Request.fake("/cache/binaries?package=pkg1")
-    sql, params = counts.per_key_groups_query(request, "cache", "binaries", ds, ["compiler", "os", "stacks", "target"])
+    sql, params = counts.per_key_groups_query(
+        request,
+        "cache",
+        "binaries",
+        ds,
+        ["compiler", "os", "stacks", "target"],
+        asyncio.run(counts.unchanging_names(ds, "cache")),
+    )
     conn = sqlite3.connect(spread)
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
     scanned = {step.split()[1] for step in plan if step.startswith("SCAN ")} & tables
     assert scanned <= {"platforms"}, plan
-    assert "SEARCH page_specs USING COVERING INDEX page_specs_by_listing (listing_id=?)" in plan
+    assert "SEARCH listing_binaries USING INTEGER PRIMARY KEY (rowid=?)" in plan
+    assert not any("page_specs" in step for step in plan), plan
     assert any(step.startswith("SEARCH configurations USING COVERING INDEX") for step in plan), plan

@@ -8,6 +8,7 @@ import urllib.parse
 
 import pytest
 from datasette.app import Datasette
+from datasette.database import QueryInterrupted
 from datasette.utils import escape_fts
 
 from spack_cache_db.web import describe
@@ -90,7 +91,10 @@ async def test_a_filtered_page_counts_live(cache_db):
 
 
 @pytest.mark.asyncio
-async def test_a_search_counts_every_facet_live_in_one_query(cache_db):
+async def test_a_search_counts_its_facets_live_per_listing_and_its_tags_per_binary(cache_db):
+    """A search's facets equal SQL's. Those a listing determines add up the binaries the build counted per
+    listing, in one query; the tag facet counts the binaries themselves, in another, which the column and the
+    array facets share too."""
     ds = Datasette(immutables=[str(cache_db)], metadata=METADATA, settings={"trace_debug": True})
     data = await get_json(ds, "/cache/binaries.json?_search=mpi&_facet_size=max&_trace=1")
     where = "WHERE listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
@@ -105,7 +109,29 @@ async def test_a_search_counts_every_facet_live_in_one_query(cache_db):
         for trace in data["_trace"]["traces"]
         if trace["sql"].startswith(("with facet as materialized", "with per_key as materialized"))
     ]
-    assert len(facet_queries) == 1, "the column and the array facets read the rows once between them"
+    per_listing, per_binary = sorted(facet_queries, key=lambda sql: "page_specs" in sql)
+    assert "from listing_binaries" in per_listing and "page_specs" not in per_listing
+    assert "from page_specs" in per_binary and "page_tags" in per_binary and "listing_binaries" not in per_binary
+
+
+@pytest.mark.asyncio
+async def test_a_search_whose_tags_take_too_long_still_shows_its_other_facets(cache_db, monkeypatch):
+    """The tag facet of a broad search counts millions of binaries and may run out of time: only it is left
+    out, not the facets counted per listing."""
+    ds = Datasette(immutables=[str(cache_db)], metadata=METADATA)
+    execute = ds.execute
+
+    async def tags_time_out(database, sql, *args, **kwargs):
+        if "page_tags" in sql:
+            raise QueryInterrupted(sqlite3.OperationalError("interrupted"), sql, kwargs.get("params"))
+        return await execute(database, sql, *args, **kwargs)
+
+    monkeypatch.setattr(ds, "execute", tags_time_out)
+    data = await get_json(ds, "/cache/binaries.json?_search=mpi")
+    assert set(data["facet_results"]) == {"os", "target", "compiler", "stacks"}
+    assert data["filtered_table_rows_count"] > 0
+    page = await ds.client.get("/cache/binaries?_search=mpi")
+    assert re.search(r'class="facets-timed-out">These facets timed out: tag<', page.text)
 
 
 @pytest.mark.parametrize("column", ["os", "stacks"])

@@ -162,11 +162,13 @@ def rebuild_full_text(conn):
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
 
 
-def count_edges_as_written(conn, events):
-    """From now on, this connection keeps dependency_edge_counts as it writes (INSERT) or deletes (DELETE) edges,
-    for a build onto an existing database (a full build counts every edge at the end)."""
-    for event in events:
-        conn.execute(schema.count_edges_as_written(event))
+def keep_counts_as_written(conn, events):
+    """From now on, this connection keeps the counts of schema.KEPT_COUNTS as it writes (INSERT) or deletes
+    (DELETE) the rows they count, for a build onto an existing database (a full build counts every row at the
+    end)."""
+    for kept in schema.KEPT_COUNTS:
+        for event in events:
+            conn.execute(schema.count_as_written(kept, event))
 
 
 def count_tags(conn, tag_ids):
@@ -179,14 +181,16 @@ def count_tags(conn, tag_ids):
         conn.execute(f"DROP TABLE temp.{temporary}")
 
 
-def refresh_counts(conn, tag_ids, every_edge):
-    """count_tags for these tags; every edge counted again (every_edge: a full build, else
-    count_edges_as_written kept them); then row_counts of every table and view."""
+def refresh_counts(conn, tag_ids, count_every_row):
+    """count_tags for these tags; the counts of schema.KEPT_COUNTS counted again from every row
+    (count_every_row: a full build, else keep_counts_as_written kept them); then row_counts of every table and
+    view."""
     count_tags(conn, tag_ids)
-    if every_edge:
-        conn.execute("DELETE FROM dependency_edge_counts")
-        conn.execute(schema.COUNT_EVERY_EDGE)
-    conn.execute("DELETE FROM dependency_edge_counts WHERE edges = 0")
+    for kept in schema.KEPT_COUNTS:
+        if count_every_row:
+            conn.execute(f"DELETE FROM {kept.table}")
+            conn.execute(kept.count_every_row)
+        conn.execute(f"DELETE FROM {kept.table} WHERE {schema.COLUMNS[kept.table][-1]} = 0")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     counts.update(

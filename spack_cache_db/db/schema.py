@@ -19,8 +19,8 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
-# indexes without column sizes, dependency_edge_counts; 9: listings by stack set
-SCHEMA_VERSION = 9
+# indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing
+SCHEMA_VERSION = 10
 
 TABLES = """
 CREATE TABLE tags (
@@ -263,6 +263,10 @@ CREATE TABLE dependency_edge_counts (
     edges INTEGER NOT NULL,
     PRIMARY KEY (version_id, kind_id)
 ) WITHOUT ROWID;
+CREATE TABLE listing_binaries (
+    listing_id INTEGER PRIMARY KEY REFERENCES listings(id) ON DELETE CASCADE,
+    binaries INTEGER NOT NULL
+);
 CREATE TABLE build_info (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -728,31 +732,55 @@ RECOUNT_TAGS = [
 ]
 # What a recount leaves behind to drop: temp.recount (the tag ids it is given) and the tables it makes.
 RECOUNT_TEMPORARIES = ("recount", *re.findall(r"CREATE TEMP TABLE (\w+)", "\n".join(RECOUNT_TAGS)))
-# Edges per dependency version and kind (dependency_edge_counts): a full build counts every edge, grouped by
-# dependency spec along the index of edges by dependency before their versions are looked up; an incremental
-# build counts the edges it writes and deletes as it does, in each connection that does (temporary triggers,
-# so the file has none): the cost is that of the edges that change, not of the history. Both look up the version
-# of the spec an edge depends on by its id.
+
+
+# Counts kept as rows are written: edges per dependency version and kind (dependency_edge_counts), and
+# binaries per listing (listing_binaries, which counts a search's binaries at the cost of the listings it
+# finds). A full build counts every row once at the end (edges grouped by dependency spec along the index of
+# edges by dependency before their versions are looked up); an incremental build counts the rows it writes and
+# deletes as it does, in each connection that does (temporary triggers, so the file has none): the cost is that
+# of the rows that change, not of the history.
+class KeptCount(NamedTuple):
+    table: str  # the count table: its key columns, then the count
+    rows: str  # the table whose rows it counts
+    key: str  # SQL of the key of a row of rows, its columns as {row}.<column>
+    count_every_row: str  # a full build's INSERT of every count
+
+
 _DEPENDENCY_VERSION = (
     "SELECT configurations.version_id FROM specs JOIN configurations ON configurations.id = specs.configuration_id"
     " WHERE specs.id = {}"
 )
-COUNT_EVERY_EDGE = f"""INSERT INTO dependency_edge_counts
+KEPT_COUNTS = (
+    KeptCount(
+        "dependency_edge_counts",
+        "spec_dependencies",
+        f"({_DEPENDENCY_VERSION.format('{row}.dependency_id')}), {{row}}.kind_id",
+        f"""INSERT INTO dependency_edge_counts
     SELECT ({_DEPENDENCY_VERSION.format("per_spec.dependency_id")}), kind_id, sum(edges)
     FROM (SELECT dependency_id, kind_id, count(*) AS edges FROM spec_dependencies GROUP BY dependency_id, kind_id)
     AS per_spec
-    GROUP BY 1, 2"""
+    GROUP BY 1, 2""",
+    ),
+    KeptCount(
+        "listing_binaries",
+        "page_specs",
+        "{row}.listing_id",
+        "INSERT INTO listing_binaries SELECT listing_id, count(*) FROM page_specs GROUP BY listing_id",
+    ),
+)
 
 
-def count_edges_as_written(event):
-    """A temporary trigger that keeps dependency_edge_counts as its connection writes (INSERT) or deletes
-    (DELETE, cascades too) edges."""
-    edge, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
-    return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{event.lower()} AFTER {event} ON main.spec_dependencies
+def count_as_written(kept, event):
+    """A temporary trigger that keeps a count as its connection writes (INSERT) or deletes (DELETE, cascades
+    too) the rows it counts."""
+    row, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
+    *keys, count = COLUMNS[kept.table]
+    return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{kept.table}_{event.lower()} AFTER {event} ON main.{kept.rows}
     BEGIN
-        INSERT INTO dependency_edge_counts (version_id, kind_id, edges)
-        SELECT ({_DEPENDENCY_VERSION.format(f"{edge}.dependency_id")}), {edge}.kind_id, {sign}1
-        WHERE true ON CONFLICT DO UPDATE SET edges = edges {sign} 1;
+        INSERT INTO {kept.table} ({", ".join(keys)}, {count})
+        SELECT {kept.key.format(row=row)}, {sign}1
+        WHERE true ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
     END"""
 
 

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.maintenance import count_edges_as_written, count_tags
+from spack_cache_db.db.maintenance import count_tags, keep_counts_as_written
 from spack_cache_db.db.schema import (
     COLUMNS,
     IDENTITY,
@@ -37,8 +37,8 @@ class BackgroundWriter:
     build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
     locks keep each read whole)."""
 
-    def __init__(self, path, keep_going=False, count_edges=False):
-        """count_edges: keep dependency_edge_counts as edges are written (maintenance.count_edges_as_written)."""
+    def __init__(self, path, keep_going=False, keep_counts=False):
+        """keep_counts: keep the counts of schema.KEPT_COUNTS as rows are written (maintenance.keep_counts_as_written)."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
         method = _start_method()
@@ -47,7 +47,7 @@ class BackgroundWriter:
             context.set_forkserver_preload([__name__])  # its server imports this module once, not each writer
         self.pipe, child_end = context.Pipe()
         self.process = context.Process(
-            target=_write_batches, args=(str(path), child_end, self.pipe, count_edges), daemon=True
+            target=_write_batches, args=(str(path), child_end, self.pipe, keep_counts), daemon=True
         )
         self.process.start()
         child_end.close()
@@ -121,7 +121,7 @@ def _start_method():
     return "fork" if threading.active_count() == 1 else "forkserver"
 
 
-def _write_batches(path, pipe, builds_end, count_edges):
+def _write_batches(path, pipe, builds_end, keep_counts):
     """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
     what failed and stops: (input, field, expected) for a row the database refuses, text otherwise."""
     builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
@@ -134,8 +134,8 @@ def _write_batches(path, pipe, builds_end, count_edges):
         # each reference again cost 10-16% of this process's time; tests/test_foreign_keys.py and check
         # look at whole databases.
         conn.execute("PRAGMA foreign_keys = OFF")
-        if count_edges:
-            count_edges_as_written(conn, ["INSERT"])
+        if keep_counts:
+            keep_counts_as_written(conn, ["INSERT"])
     except sqlite3.Error as error:
         pipe.send(str(error))
         return

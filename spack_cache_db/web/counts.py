@@ -199,21 +199,28 @@ def _covers(tables, selected, *columns):
     return {column for column, _ in selected} | set(columns) <= set(tables.columns)
 
 
+async def unchanging_names(datasette, database):
+    """The names of the tables and views of a database that cannot change (read once); an empty set for one
+    that can: the counts the build took would not follow its changes."""
+    db = datasette.get_database(database)
+    if db.is_mutable:
+        return frozenset()
+    if db not in _TABLES:
+        _TABLES[db] = frozenset({*await db.table_names(), *await db.view_names()})
+    return _TABLES[db]
+
+
 async def count_tables(datasette, database, table):
     """The count tables of a table page (Cube or FacetTables, in the order metadata's counted_by names them)
     that the database has, when it cannot change: none when it can (a database built before a count table
     was, counted live)."""
-    db = datasette.get_database(database)
-    if db.is_mutable:
-        return []
-    if db not in _TABLES:
-        _TABLES[db] = {*await db.table_names(), *await db.view_names()}
+    names = await unchanging_names(datasette, database)
     facets = counted_facets(datasette, database, table)
     counted = [
         Cube(**tables) if "cube" in tables else FacetTables(**tables, columns=facets)
         for tables in _plugin_config(datasette, database, table).get("counted_by") or []
     ]
-    return [tables for tables in counted if tables.tables <= _TABLES[db]]
+    return [tables for tables in counted if tables.tables <= names]
 
 
 def countable(tables):
@@ -249,8 +256,11 @@ async def remember_count(request, database, table, datasette):
         return
     tables = await count_tables(datasette, database, table)
     rows = await _stored_count(datasette, database, tables, facet_filters(request.query_string, countable(tables)))
-    sql, params = (None, None) if rows is not None else _count_through_rows(request, database, table, datasette)
-    _COUNTED.set(Count(database, table, rows, sql, params))
+    if rows is not None:
+        _COUNTED.set(Count(database, table, rows))
+        return
+    names = await unchanging_names(datasette, database)
+    _COUNTED.set(Count(database, table, None, *_count_through_rows(request, database, table, datasette, names)))
 
 
 async def _stored_count(datasette, database, tables, selected):
@@ -261,27 +271,33 @@ async def _stored_count(datasette, database, tables, selected):
     return (await datasette.get_database(database).execute(*counted)).rows[0][0]
 
 
-def _count_through_rows(request, database, table, datasette):
-    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table, or (None, None)
-    when rows_where cannot give them."""
-    rows = rows_where(request, database, table, datasette)
+def _count_through_rows(request, database, table, datasette, names):
+    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table, or summing its
+    rows per key where the build counted them, or (None, None) when rows_where cannot give them."""
+    rows = rows_where(request, database, table, datasette, names)
     if rows is None:
         return None, None
-    return f"select count(*) from {escape_sqlite(rows.narrow_by['rows'])} where {' and '.join(rows.where)}", rows.params
+    where = " and ".join(rows.where)
+    if rows.per_key is not None:
+        counted, count = (escape_sqlite(rows.per_key[name]) for name in ("table", "rows"))
+        return f"select coalesce(sum({count}), 0) from {counted} where {where}", rows.params
+    return f"select count(*) from {escape_sqlite(rows.narrow_by['rows'])} where {where}", rows.params
 
 
 class RowsWhere(NamedTuple):
-    """A page's rows as conditions on narrow_by's rows table, and their parameters but Datasette's."""
+    """A page's rows as conditions on the key of narrow_by's rows table, and their parameters but Datasette's;
+    narrow_by's per_key, the rows per key as the build counted them, when the database has it (names)."""
 
     narrow_by: dict
     where: list
     params: dict
+    per_key: dict | None
 
 
-def rows_where(request, database, table, datasette):
+def rows_where(request, database, table, datasette, names):
     """The page's rows as rows of narrow_by's rows table (one row per row of the view, with its key) when the
     page is filtered by nothing but narrow_by's columns and a search of the full-text index on the key; None
-    otherwise."""
+    otherwise. names: those of the database's tables, for a database that cannot change (unchanging_names)."""
     narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
     metadata = datasette.table_metadata(database, table) or {}
     if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
@@ -301,23 +317,25 @@ def rows_where(request, database, table, datasette):
     where += narrowed.where_clauses if narrowed else []
     if not where:
         return None
-    return RowsWhere(narrow_by, where, narrowed.params if narrowed else {})
+    per_key = narrow_by.get("per_key")
+    counted = per_key if per_key and per_key["table"] in names else None
+    return RowsWhere(narrow_by, where, narrowed.params if narrowed else {}, counted)
 
 
-def per_key_groups_query(request, database, table, datasette, columns):
+def per_key_groups_query(request, database, table, datasette, columns, names):
     """(SQL, its parameters but Datasette's) counting the page's rows per value of each part of a row that
     holds some of these columns, or None unless rows_where gives the page's rows and the parts hold every
-    column. The rows are counted per key on the rows table (through its index on the key), then per value of
-    each part, and a part's columns are read once per value, never once per row: each row of the result has
-    the values of one part's columns (the other columns NULL) and its rows. A part is narrow_by's table,
-    reached through through's column, or one of its other_parts: through a column of through's table
-    (column) or of the rows table (rows_column)."""
-    rows = rows_where(request, database, table, datasette)
+    column. The rows are counted per key on the rows table (through its index on the key), or read from the
+    build's rows per key when no part is of the rows table; then per value of each part, and a part's columns
+    are read once per value, never once per row: each row of the result has the values of one part's columns
+    (the other columns NULL) and its rows. A part is narrow_by's table, reached through through's column, or
+    one of its other_parts: through a column of through's table (column) or of the rows table (rows_column)."""
+    rows = rows_where(request, database, table, datasette, names)
     if rows is None or "through" not in rows.narrow_by:
         return None
     through = rows.narrow_by["through"]
-    parts = [{**rows.narrow_by, "column": through["column"]}, *rows.narrow_by.get("other_parts", [])]
-    holders = {column: next((part for part in parts if column in part["columns"]), None) for column in columns}
+    parts = _parts(rows.narrow_by)
+    holders = {column: _holder(parts, column) for column in columns}
     if None in holders.values():
         return None
     used = dict(enumerate(part for part in parts if any(holder is part for holder in holders.values())))
@@ -333,9 +351,34 @@ def per_key_groups_query(request, database, table, datasette, columns):
     return f"with {', '.join(ctes)} {' union all '.join(selects)}", rows.params
 
 
+def counted_apart(request, database, table, datasette, columns, names):
+    """The columns in groups that per_key_groups_query counts one query each: when the build counted the
+    rows per key, the columns a key determines apart from those of the rows table's parts, which are counted
+    per row (a broad search's tag facet can run out of time, and the others, read per key, need not with it);
+    else all together."""
+    rows = rows_where(request, database, table, datasette, names)
+    if rows is None or rows.per_key is None or "through" not in rows.narrow_by:
+        return [columns]
+    parts = _parts(rows.narrow_by)
+    of_rows = [column for column in columns if "rows_column" in (_holder(parts, column) or {})]
+    return [group for group in ([column for column in columns if column not in of_rows], of_rows) if group]
+
+
+def _parts(narrow_by):
+    """narrow_by's table (reached through through's column) and its other_parts."""
+    return [{**narrow_by, "column": narrow_by["through"]["column"]}, *narrow_by.get("other_parts", [])]
+
+
+def _holder(parts, column):
+    return next((part for part in parts if column in part["columns"]), None)
+
+
 def _per_key(rows, of_rows):
     """The page's rows counted per key (and per value of the rows table's columns that parts are reached by)."""
     key = escape_sqlite(rows.narrow_by["key"])
+    if rows.per_key is not None and not of_rows:
+        counted, count = (escape_sqlite(rows.per_key[name]) for name in ("table", "rows"))
+        return f"per_key as materialized (select {key} as key, {count} as rows from {counted} where {' and '.join(rows.where)})"
     of_rows = {n: escape_sqlite(part["rows_column"]) for n, part in of_rows.items()}
     chosen = ", ".join([f"{key} as key", *(f"{column} as part{n}" for n, column in of_rows.items())])
     return (

@@ -51,10 +51,8 @@ class _Precounted(Facet):
                 counted[column] = (await self.ds.get_database(self.database).execute(*stored[column])).rows
         live = [column for column, _ in configs if column not in stored]
         if live:
-            try:
-                counted.update(await self._count_live(live, stored))
-            except QueryInterrupted:
-                timed_out = live
+            found, timed_out = await self._count_live(live, stored)
+            counted.update(found)
         results = [
             {
                 "name": column,
@@ -99,36 +97,60 @@ class _Precounted(Facet):
         return len([name for name in self.params if not name.startswith(NARROWING)]) == len(selected)
 
     async def _count_live(self, columns, stored):
-        """{column: [(value, count), ...] in Datasette's order} of the filtered rows."""
-        grouped_by, groups = await self._live_groups(stored)
-        counted = {}
-        for column in columns:
-            values, position = Counter(), grouped_by.index(column)
-            for group, count in groups:
-                self.add_counts(values, group[position], count)
-            counted[column] = sorted(values.items(), key=_datasette_order)
-        return counted
+        """({column: [(value, count), ...] in Datasette's order} of the filtered rows, [the columns whose
+        count ran out of time])."""
+        counted, timed_out = {}, []
+        for grouped_by, groups in await self._live_groups(stored, columns):
+            if groups is None:
+                timed_out += [column for column in columns if column in grouped_by]
+                continue
+            for column in columns:
+                if column in grouped_by:
+                    values, position = Counter(), grouped_by.index(column)
+                    for group, count in groups:
+                        self.add_counts(values, group[position], count)
+                    counted[column] = sorted(values.items(), key=_datasette_order)
+        return counted, timed_out
 
-    async def _live_groups(self, stored):
-        """(columns, [(their values, rows), ...]): the filtered rows counted per combination of the values
-        of every precounted column the page shows that the count tables do not answer. The column and the
-        array facets, which Datasette runs at the same time, share this one query. When the page's rows are
-        those of a key's rows table and the key determines these columns (counts.per_key_groups_query), the
-        rows are counted per key and then per value, a group of one part's columns at a time (the others
-        None); otherwise the rows are read once, with only these columns, into a materialized table (SQLite
-        drops the joins a query does not need only when it is no aggregate)."""
+    async def _live_groups(self, stored, wanted):
+        """[(columns, [(their values, rows), ...] or None when the count ran out of time)] for the groups of
+        columns that hold one of wanted: the filtered rows counted per combination of the values of the
+        precounted columns the page shows that the count tables do not answer, in the groups
+        counts.counted_apart makes. The column and the array facets, which Datasette runs at the same time,
+        share each group's query. When the page's rows are those of a key's rows table and the key determines
+        a group's columns (counts.per_key_groups_query), the rows are counted per key and then per value, a
+        group of one part's columns at a time (the others None); otherwise the rows are read once, with only
+        these columns, into a materialized table (SQLite drops the joins a query does not need only when it is
+        no aggregate)."""
         configs = load_facet_configs(self.request, self.metadata)
         shown = {_column(config["config"]) for kind in FACET_CLASSES for config in configs.get(kind.type, [])}
-        columns = sorted(shown - set(stored))
+        # Awaited before the futures are looked up: an await between the check and the making would let the
+        # other facet class make a second one.
+        names = await counts.unchanging_names(self.ds, self.database)
+        groups = counts.counted_apart(
+            self.request, self.database, self.table, self.ds, sorted(shown - set(stored)), names
+        )
         shared = self.request.scope.setdefault("spack_cache_db.live_groups", {})
-        key = (self.database, self.sql, json.dumps(self.params, sort_keys=True, default=str), tuple(columns))
-        if key not in shared:
-            shared[key] = asyncio.ensure_future(self._count_groups(columns))
-        rows = (await shared[key]).rows
-        return columns, [(tuple(row)[:-1], row[-1]) for row in rows]
+        params = json.dumps(self.params, sort_keys=True, default=str)
+        futures = []
+        for columns in groups:
+            if set(columns) & set(wanted):
+                key = (self.database, self.sql, params, tuple(columns))
+                if key not in shared:
+                    shared[key] = asyncio.ensure_future(self._count_groups(columns, names))
+                futures.append((columns, shared[key]))
+        found = []
+        for columns, future in futures:
+            try:
+                rows = (await future).rows
+            except QueryInterrupted:
+                found.append((columns, None))
+                continue
+            found.append((columns, [(tuple(row)[:-1], row[-1]) for row in rows]))
+        return found
 
-    def _count_groups(self, columns):
-        per_key = counts.per_key_groups_query(self.request, self.database, self.table, self.ds, columns)
+    def _count_groups(self, columns, names):
+        per_key = counts.per_key_groups_query(self.request, self.database, self.table, self.ds, columns, names)
         if per_key is not None:
             sql, params = per_key[0], {**self.params, **per_key[1]}
         else:
