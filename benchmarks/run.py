@@ -403,10 +403,12 @@ def top_facet_values(client, parameters):
 
 
 def facet_clicks(top, parameters):
-    """[(name, url)] of the pages the facet clicks and a search lead to."""
+    """[(name, url)] of the pages the facet clicks and two searches lead to: a narrow one (a package and an
+    os), and one as broad as the os with the most binaries, which matches a large share of the listings."""
     clicks = [(column.split("__")[0], url("/cache/binaries", {column: value})) for column, value in top.items()]
     clicks.append(("package", url("/cache/binaries", {"package": parameters["package"]})))
     clicks.append(("search", url("/cache/binaries", {"_search": parameters["q"]})))
+    clicks.append(("broad search", url("/cache/binaries", {"_search": top["os"]})))
     return clicks
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from datasette.utils import escape_fts
 from paths import SITE
 
 from spack_cache_db.build import build
@@ -394,7 +395,7 @@ SECTIONS = [
     "### Served pages",
     "### Dependency questions",
 ]
-FACET_CLICKS = ["tag", "os", "target", "compiler", "stacks", "package", "search"]
+FACET_CLICKS = ["tag", "os", "target", "compiler", "stacks", "package", "search", "broad search"]
 CLICK_COUNTS = {  # what each click's row count must be, counted with SQL over the binaries view
     "tag": "SELECT count(*) FROM binaries WHERE tag = :value",
     "os": "SELECT count(*) FROM binaries WHERE os = :value",
@@ -459,8 +460,18 @@ def check_served(serving, db, binaries):
         if click["name"] in CLICK_COUNTS:
             value = urllib.parse.parse_qs(urllib.parse.urlsplit(click["url"]).query).popitem()[1][0]
             assert click["row_count"] == conn.execute(CLICK_COUNTS[click["name"]], {"value": value}).fetchone()[0]
+    searched = (
+        "SELECT count(*) FROM binaries WHERE listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
+    )
+    narrow, broad = (
+        conn.execute(
+            searched, [escape_fts(urllib.parse.parse_qs(urllib.parse.urlsplit(click["url"]).query)["_search"][0])]
+        ).fetchone()[0]
+        for click in clicks[-2:]
+    )
     conn.close()
-    assert 0 < clicks[-1]["row_count"] < binaries, "the search narrows"
+    assert [click["row_count"] for click in clicks[-2:]] == [narrow, broad]
+    assert 0 < narrow <= broad <= binaries
     queries = yaml.safe_load((ROOT / "metadata.yml").read_text())["databases"]["cache"]["queries"]
     assert {(t["query"], t["parameters"]) for t in serving["canned_queries"]} == {
         (name, parameters) for name in queries for parameters in ("empty", "realistic")
@@ -538,9 +549,10 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
     names = collections.defaultdict(list)
     for corpus, name, *_ in rows:
         names[corpus].append(name)
+    served = 1 + len(FACET_CLICKS)  # the binaries page and each click
     for corpus in ("pages, usual shape", "pages, spread shape"):
-        assert set(PAGES_TARGETS) <= set(names[corpus]) and len(names[corpus]) == len(PAGES_TARGETS) + 8
-    assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + 8 + 11
+        assert set(PAGES_TARGETS) <= set(names[corpus]) and len(names[corpus]) == len(PAGES_TARGETS) + served
+    assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + served + 11
 
 
 def check_floors(pages, corpus, report, shape):
