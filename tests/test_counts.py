@@ -350,17 +350,22 @@ def test_pages_left_out_after_their_tag_was_counted_are_counted_out(tmp_path):
 @pytest.mark.asyncio
 async def test_a_database_without_the_count_tables_is_counted_live(spread, tmp_path):
     """A database built before these count tables were (served by this plugin, metadata and all): its pages
-    answer, counted live."""
+    answer, counted live; a search without the binaries per listing counts each binary."""
     older = tmp_path / "cache.db"
     shutil.copy(spread, older)
     with sqlite3.connect(older) as conn:
-        for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs"):
+        for table in ("binaries_facet_counts", "binaries_facet_pairs", "binaries_tag_facet_pairs", "listing_binaries"):
             conn.execute(f"DROP TABLE {table}")
     for filters in ([], [("os", "rhel8")], [("tag", "develop"), ("stacks", "e4s")]):
         data, sql = await answer(served(older), filters)
         rows, facets = sql_counts(spread, filters)
         assert data["filtered_table_rows_count"] == rows
         assert {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS} == facets
+    data = (await traced(served(older), "/cache/binaries.json?_search=rhel8&_facet_size=max")).json()
+    facets = sql_facets(spread, f" WHERE {SEARCHED}", ["rhel8"])
+    assert data["filtered_table_rows_count"] == sum(facets["tag"].values()) > 0
+    assert {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS} == facets
+    assert not any("listing_binaries" in trace["sql"] for trace in data["_trace"]["traces"])
 
 
 @pytest.mark.asyncio

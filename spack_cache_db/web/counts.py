@@ -9,7 +9,8 @@ shows: filters_from_request works it out for the request, and the database's exe
 count query with it. Any other count is counted live, within Datasette's facet time limit (a count, like a
 facet, is something a page can do without): a page whose count would take longer shows no count rather
 than time out. A page filtered by nothing but the columns of narrow_by and a search is counted on the table
-with one row per row of the view (narrow_by's rows), without the view's joins.
+with one row per row of the view (narrow_by's rows), without the view's joins, or from the rows per key the
+build counted (narrow_by's per_key), at a cost of the keys it matches rather than of its rows.
 
 counted_by names either a cube (a table with a row per combination of the values of the facets, in count),
 for a view whose combinations are few, or three tables: binaries per value of each facet (values), per pair
