@@ -190,7 +190,7 @@ def refresh_counts(conn, tag_ids, count_every_row):
         if count_every_row:
             conn.execute(f"DELETE FROM {kept.table}")
             conn.execute(kept.count_every_row)
-        conn.execute(f"DELETE FROM {kept.table} WHERE {schema.COLUMNS[kept.table][-1]} = 0")
+        conn.execute(f"DELETE FROM {kept.table} WHERE {kept.count_column} = 0")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     counts.update(

@@ -746,6 +746,11 @@ class KeptCount(NamedTuple):
     key: str  # SQL of the key of a row of rows, its columns as {row}.<column>
     count_every_row: str  # a full build's INSERT of every count
 
+    @property
+    def count_column(self):
+        """The count's column: the table's last."""
+        return COLUMNS[self.table][-1]
+
 
 _DEPENDENCY_VERSION = (
     "SELECT configurations.version_id FROM specs JOIN configurations ON configurations.id = specs.configuration_id"
@@ -775,7 +780,7 @@ def count_as_written(kept, event):
     """A temporary trigger that keeps a count as its connection writes (INSERT) or deletes (DELETE, cascades
     too) the rows it counts."""
     row, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
-    *keys, count = COLUMNS[kept.table]
+    keys, count = COLUMNS[kept.table][:-1], kept.count_column
     return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{kept.table}_{event.lower()} AFTER {event} ON main.{kept.rows}
     BEGIN
         INSERT INTO {kept.table} ({", ".join(keys)}, {count})

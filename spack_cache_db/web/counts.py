@@ -280,19 +280,20 @@ def _count_through_rows(request, database, table, datasette, names):
         return None, None
     where = " and ".join(rows.where)
     if rows.per_key is not None:
-        counted, count = (escape_sqlite(rows.per_key[name]) for name in ("table", "rows"))
+        counted, count = rows.per_key
         return f"select coalesce(sum({count}), 0) from {counted} where {where}", rows.params
     return f"select count(*) from {escape_sqlite(rows.narrow_by['rows'])} where {where}", rows.params
 
 
 class RowsWhere(NamedTuple):
     """A page's rows as conditions on the key of narrow_by's rows table, and their parameters but Datasette's;
-    narrow_by's per_key, the rows per key as the build counted them, when the database has it (names)."""
+    narrow_by's per_key, the table of the rows per key the build counted and its count column (escaped), when
+    the database has it (names)."""
 
     narrow_by: dict
     where: list
     params: dict
-    per_key: dict | None
+    per_key: tuple[str, str] | None
 
 
 def rows_where(request, database, table, datasette, names):
@@ -319,7 +320,11 @@ def rows_where(request, database, table, datasette, names):
     if not where:
         return None
     per_key = narrow_by.get("per_key")
-    counted = per_key if per_key and per_key["table"] in names else None
+    counted = (
+        (escape_sqlite(per_key["table"]), escape_sqlite(per_key["rows"]))
+        if per_key and per_key["table"] in names
+        else None
+    )
     return RowsWhere(narrow_by, where, narrowed.params if narrowed else {}, counted)
 
 
@@ -378,7 +383,7 @@ def _per_key(rows, of_rows):
     """The page's rows counted per key (and per value of the rows table's columns that parts are reached by)."""
     key = escape_sqlite(rows.narrow_by["key"])
     if rows.per_key is not None and not of_rows:
-        counted, count = (escape_sqlite(rows.per_key[name]) for name in ("table", "rows"))
+        counted, count = rows.per_key
         return f"per_key as materialized (select {key} as key, {count} as rows from {counted} where {' and '.join(rows.where)})"
     of_rows = {n: escape_sqlite(part["rows_column"]) for n, part in of_rows.items()}
     chosen = ", ".join([f"{key} as key", *(f"{column} as part{n}" for n, column in of_rows.items())])

@@ -101,15 +101,15 @@ class _Precounted(Facet):
         count ran out of time])."""
         counted, timed_out = {}, []
         for grouped_by, groups in await self._live_groups(stored, columns):
+            mine = [(position, column) for position, column in enumerate(grouped_by) if column in columns]
             if groups is None:
-                timed_out += [column for column in columns if column in grouped_by]
+                timed_out += [column for _, column in mine]
                 continue
-            for column in columns:
-                if column in grouped_by:
-                    values, position = Counter(), grouped_by.index(column)
-                    for group, count in groups:
-                        self.add_counts(values, group[position], count)
-                    counted[column] = sorted(values.items(), key=_datasette_order)
+            for position, column in mine:
+                values = Counter()
+                for group, count in groups:
+                    self.add_counts(values, group[position], count)
+                counted[column] = sorted(values.items(), key=_datasette_order)
         return counted, timed_out
 
     async def _live_groups(self, stored, wanted):
