@@ -1,11 +1,21 @@
 """Fixtures shared by the test modules."""
 
+import gc
+
 import pytest
 from paths import SEEDS, SITE
 
 from spack_cache_db.build import build
 
 SAMPLES = [SITE, SEEDS]
+
+
+@pytest.fixture(autouse=True)
+def unfrozen_collector():
+    """The plugin's start-up keeps what exists then out of the collector's reach, as suits a server's one
+    Datasette; a test's Datasette must not stay in memory for the rest of the session."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")
