@@ -1,5 +1,6 @@
 """What the benchmark learns from a built database with SQL: row counts, bytes per object (SQLite's dbstat),
-the bytes of the dependency edges, realistic parameters, and the subjects of the dependency questions.
+the bytes of the dependency edges, realistic parameters, the subjects of the dependency questions, and the
+rows of the full-text index a search matches.
 
 Everything here reads the database's views and catalogue (binaries, dependencies, tags, sqlite_master,
 foreign keys) rather than the tables behind them where it can, so that it keeps working while the schema
@@ -10,7 +11,10 @@ import collections
 import contextlib
 import json
 import sqlite3
+import statistics
 import time
+
+from datasette.utils import escape_fts
 
 COUNTED = ("binaries", "dependencies", "packages", "pages", "problems", "specs", "tags")
 TREE_CANDIDATES = 50  # binaries whose dependency tree is counted exactly to find the largest
@@ -70,6 +74,20 @@ def edge_objects(conn):
         if table in chosen
     ]
     return sorted(chosen) + sorted(indexes)
+
+
+def full_text_matches(db, fts_table, search):
+    """What a search costs before any count: the rows of the full-text index it matches, listed by SQLite
+    with no time limit (a count of its binaries must read at least these). {table, rows, ms}: ms the median
+    of 3."""
+    sql = f"SELECT count(*) FROM [{fts_table}] WHERE [{fts_table}] MATCH ?"
+    with read_only(db) as conn:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            (rows,) = conn.execute(sql, [escape_fts(search)]).fetchone()
+            times.append((time.perf_counter() - started) * 1000)
+    return {"table": fts_table, "rows": rows, "ms": statistics.median(times)}
 
 
 def edge_storage(db):

@@ -16,10 +16,11 @@ In one run, side by side (benchmarks/README.md explains each measure):
   benchmarks/lower_bound_indexes.py, alternating; its peak RSS; the bytes per dependency edge; an unchanged
   rebuild; and the peak RSS of building one busy tag whose root index is about 170 MB;
 - each database served as the README says (serve.SERVE_COMMAND) in a subprocess, timed over HTTP: the
-  binaries page, a click on the top value of each facet and a search (each with whether Datasette gave the
-  exact row count), every canned query; and on the history built from indexes the dependency questions:
-  dependents of the most depended-on packages and external (with and without a tag), the largest dependency
-  tree, the dependencies view filtered by dependency and by hash.
+  binaries page, a click on the top value of each facet and two searches (each with whether Datasette gave
+  the exact row count; for a search, also the rows of the full-text index it matches, listed with SQL), every
+  canned query; and on the history built from indexes the dependency questions: dependents of the most
+  depended-on packages and external (with and without a tag), the largest dependency tree (each also as
+  JSON: the query without its page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
 <name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
 served Datasette's PYTHONPATH for the plugin), so edits made meanwhile do not leak into the numbers.
@@ -43,11 +44,20 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
 
 from generate_corpus import EXTRA_TAG
-from inspect_db import database_facts, db_counts, edge_storage, largest_tree, most_depended_on, realistic_parameters
+from inspect_db import (
+    database_facts,
+    db_counts,
+    edge_storage,
+    full_text_matches,
+    largest_tree,
+    most_depended_on,
+    realistic_parameters,
+)
 from lower_bound_indexes import local_path, read_index
 from measure import compare_alternating, file_state, log, run_measured, summarise, timed_copy
 from report import render_report, targets
@@ -452,6 +462,12 @@ def dependency_questions(subjects, tag):
     return questions
 
 
+def as_json(path):
+    """The address of a page's JSON: .json after its path."""
+    address, _, query = path.partition("?")
+    return f"{address}.json" + (f"?{query}" if query else "")
+
+
 def measure_serving(db, code, folder, requests, with_dependencies=False):
     """The database served: its binaries page, facet clicks, canned queries and (with_dependencies) the
     dependency questions."""
@@ -460,18 +476,27 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
     questions = dependency_questions(subjects, parameters["tag"]) if subjects else []
     with served(db, code, folder / "datasette.log") as client:
         versions = json.loads(client.get("/-/versions.json")[1])
+        settings = json.loads(client.get("/-/settings.json")[1])
         queries = {query["name"]: query["params"] for query in json.loads(client.get("/cache.json")[1])["queries"]}
         binaries_page = time_url(client, "/cache/binaries", requests)
         log(f"/cache/binaries: p95 {binaries_page['p95_ms']:.0f} ms, row count {binaries_page['row_count']}")
         top, fallen_back = top_facet_values(client, parameters)
+        fts_table = json.loads(client.get("/-/metadata.json")[1])["databases"]["cache"]["tables"]["binaries"][
+            "fts_table"
+        ]
         clicks = []
         for name, path in facet_clicks(top, parameters):
             clicks.append({"name": name, **time_url(client, path, requests)})
             log(f"{path}: p95 {clicks[-1]['p95_ms']:.0f} ms, row count {clicks[-1]['row_count']}")
+            search = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("_search")
+            if search:
+                clicks[-1]["full_text"] = full_text_matches(db, fts_table, search[0])
         canned = measure_canned_queries(client, queries, parameters, requests)
         asked = []
         for question, subject, path, kind in questions:
             asked.append({"question": question, "subject": subject, "kind": kind, **time_url(client, path, requests)})
+            if kind == "canned":  # the query alone: the same answer as JSON, no page to render
+                asked[-1]["as_json"] = time_url(client, as_json(path), requests)
             log(f"{path}: p95 {asked[-1]['p95_ms']:.0f} ms, status {asked[-1]['statuses']}")
     return {
         "command": " ".join(SERVE_COMMAND),
@@ -480,6 +505,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
         "facet_values_fallen_back": fallen_back,
         "datasette": versions["datasette"]["version"],
         "sqlite": versions["sqlite"]["version"],
+        "count_time_limit_ms": settings["facet_time_limit_ms"],  # what a row count may take
         "binaries_page": binaries_page,
         "facet_clicks": clicks,
         "canned_queries": canned,
