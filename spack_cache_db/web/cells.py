@@ -7,6 +7,7 @@ Markup.format's slower escaping of every argument. A question's answer (up to 1,
 here too, not cell by cell in a template: Jinja's async rendering costs more per cell than the cell.
 """
 
+import functools
 import json
 import re
 from urllib.parse import quote_plus
@@ -37,8 +38,7 @@ def cell_html(database_path, table, column, value):
     if column == "spec":
         return _spec(value)
     if column in LIST_COLUMNS and value.startswith("["):
-        items = _json_list(value)
-        return None if items is None else _list(database_path, column, items)
+        return _list_cell(database_path, column, value)
     if column == "specs_per_tag" and value.startswith("{"):
         return _counts(value)
     if column == "links":
@@ -61,6 +61,9 @@ def _spec(spec):
     return Markup(f'<code class="spack-spec">{breakable}</code>')
 
 
+# A package, or a list of stacks, repeats from row to row and page to page (a few hundred kinds in 1,000 rows):
+# each is put together once.
+@functools.lru_cache(maxsize=4096)
 def _package_link(database_path, package):
     return Markup(
         f'<a class="spack-package" href="{escape(package_url(database_path, package))}">{escape(package)}</a>'
@@ -106,6 +109,12 @@ def _links(value):
         start = link.end()
     html.append(escape(value[start:]))
     return Markup("".join(html))
+
+
+@functools.lru_cache(maxsize=1024)
+def _list_cell(database_path, column, value):
+    items = _json_list(value)
+    return None if items is None else _list(database_path, column, items)
 
 
 def _json_list(value):

@@ -19,7 +19,7 @@ from datasette import hookimpl
 from spack_cache_db.web import describe
 
 PLUGIN = "spack-cache-db"  # the key of this project's settings in the metadata's plugins
-_served = weakref.WeakKeyDictionary()  # Datasette -> (names of our databases, their metadata)
+_served = weakref.WeakKeyDictionary()  # Datasette -> ({name of one of our databases: its path}, their metadata)
 
 
 async def built_by_us(db):
@@ -40,7 +40,7 @@ def remember(datasette, names):
         metadata = {}
     elif names:
         _warn_of_metadata_for_another_name(given, names)
-    _served[datasette] = (tuple(names), metadata)
+    _served[datasette] = ({name: datasette.urls.database(name) for name in names}, metadata)
 
 
 def _warn_of_metadata_for_another_name(given, names):
@@ -56,8 +56,9 @@ def _warn_of_metadata_for_another_name(given, names):
 
 
 def ours(datasette):
-    """Names of the served databases this project built."""
-    return _served.get(datasette, ((), {}))[0]
+    """The served databases this project built, in the order Datasette serves them: {name: its path}
+    (a page's links start with it; a cell's, thousands a page, look it up rather than build it)."""
+    return _served.get(datasette, ({}, {}))[0]
 
 
 def query_names():
@@ -95,7 +96,7 @@ def asked(datasette, key, database, table):
     keeps cheap the lookups Datasette makes for every cell of a page, which merge the answer with the
     metadata given with -m. Like that metadata, ours is handed out as it is: Datasette merges -m into it
     (the same values every time) and plugins may set keys in it."""
-    metadata = _served.get(datasette, ((), {}))[1]
+    metadata = _served.get(datasette, ({}, {}))[1]
     if not metadata or key is None or key == "databases":
         return metadata
     database_metadata = metadata["databases"].get(database) if database else None

@@ -44,10 +44,12 @@ def render_cell(value, column, table, database, datasette):
 
 
 def cell(datasette, database, table, column, value):
-    if column not in cells.RENDERED or database not in metadata.ours(datasette):
+    if column not in cells.RENDERED:
         return None
-    path = datasette.urls.database(database) if column in cells.LINKING else ""
-    return cells.cell_html(path, table, column, value)
+    path = metadata.ours(datasette).get(database)
+    if path is None:
+        return None
+    return cells.cell_html(path if column in cells.LINKING else "", table, column, value)
 
 
 @hookimpl
