@@ -5,6 +5,7 @@ from its indexes. A served page meets its target only when every answer was 200 
 table page showed its row count); a page that timed out or showed no count misses it.
 """
 
+import statistics
 import urllib.parse
 
 from inspect_db import TREE_CANDIDATES
@@ -543,7 +544,7 @@ def render_dependency_questions(serving):
     subjects = serving["dependency_subjects"]
     packages = ", ".join(f"{name} ({n:,} edges)" for name, n in subjects["packages"])
     external = subjects["external"]
-    tree = subjects["tree"]
+    tree, slowest = subjects["tree"], subjects["slowest"]
     rows = []
     for t in serving["dependency_questions"]:
         limit = MAX_TABLE_PAGE_P95_MS if t["kind"] == "table" else MAX_CANNED_P95_MS
@@ -563,6 +564,10 @@ def render_dependency_questions(serving):
             + f". The binary of {tree['tag']} with the largest dependency tree (link and run, transitively; the "
             f"largest of the {TREE_CANDIDATES} with the most paths, {tree['seconds']:.0f} s): {tree['hash']}, "
             f"{tree['tree_size']:,} specs."
+            f" Of the {len(subjects['candidates'])} most depended-on packages, the one whose dependents took longest "
+            f"as JSON (each asked twice, the faster counting): {slowest['package']} "
+            f"({slowest['json_ms'][slowest['package']]:.0f} ms; the median of all "
+            f"{statistics.median(slowest['json_ms'].values()):.0f} ms)."
         ),
         "",
         "A question's page (HTML) is timed against its target; the same answer as JSON, timed beside it, is the "

@@ -19,7 +19,8 @@ In one run, side by side (benchmarks/README.md explains each measure):
   binaries page, a click on the top value of each facet and two searches (each with whether Datasette gave
   the exact row count; for a search, also the rows of the full-text index it matches, listed with SQL), every
   canned query; and on the history built from indexes the dependency questions: dependents of the most
-  depended-on packages and external (with and without a tag), the largest dependency tree (each also as
+  depended-on packages and external, and of the slowest to answer among the 40 most depended-on (with and
+  without a tag), the largest dependency tree (each also as
   JSON: the query without its page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
 <name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
@@ -82,6 +83,7 @@ SHAPES = ("usual", "spread")
 BIG_TAG = "develop"
 BIG_TAG_PACKAGES = {"small": 30, "full": 1175, "history": 1175}
 LISTING = "cache_spack_io_index.json"
+DEPENDENTS_CANDIDATES = 40  # the most depended-on packages among which the slowest dependents are found
 
 
 # --- inputs ----------------------------------------------------------------------------------------------------
@@ -438,10 +440,29 @@ def measure_canned_queries(client, queries, parameters, requests):
 
 def dependency_subjects(db):
     """What the dependency questions ask about, found with SQL: the most depended-on packages and external
-    of the whole history, and the binary of the newest tag with the largest dependency tree."""
+    of the whole history, the DEPENDENTS_CANDIDATES most depended-on packages (among which the slowest is
+    found once served), and the binary of the newest tag with the largest dependency tree."""
     log("finding the most depended-on packages and the largest dependency tree")
-    packages, external, counted_s = most_depended_on(db)
-    return {"packages": packages, "external": external, "counted_s": counted_s, "tree": largest_tree(db)}
+    packages, external, counted_s = most_depended_on(db, DEPENDENTS_CANDIDATES)
+    return {
+        "packages": packages[:3],
+        "candidates": [name for name, _ in packages],
+        "external": external,
+        "counted_s": counted_s,
+        "tree": largest_tree(db),
+    }
+
+
+def slowest_dependents(client, candidates):
+    """Of the candidates, the package whose dependents (as JSON: the query alone) take longest, each asked
+    twice, the faster counting: the most depended-on packages are not the slowest to answer, since the
+    query's cost follows how its dependents spread through the order it lists them in."""
+    log(f"finding the slowest dependents of {len(candidates)} packages")
+    json_ms = {}
+    for name in candidates:
+        path = url("/cache/dependents.json", {"package": name})
+        json_ms[name] = min(client.get(path)[2] for _ in range(2))
+    return {"package": max(json_ms, key=json_ms.get), "json_ms": json_ms}
 
 
 def dependency_questions(subjects, tag):
@@ -449,6 +470,7 @@ def dependency_questions(subjects, tag):
     asked = [(name, "package") for name, _ in subjects["packages"]]
     if subjects["external"]:
         asked.append((subjects["external"][0], "external"))
+    asked.append((subjects["slowest"]["package"], f"slowest of {len(subjects['candidates'])}"))
     questions = []
     for name, subject in asked:
         for params in ({"package": name}, {"package": name, "tag": tag}):
@@ -473,8 +495,10 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
     dependency questions."""
     parameters = realistic_parameters(db)
     subjects = dependency_subjects(db) if with_dependencies else None
-    questions = dependency_questions(subjects, parameters["tag"]) if subjects else []
     with served(db, code, folder / "datasette.log") as client:
+        if subjects:
+            subjects["slowest"] = slowest_dependents(client, subjects["candidates"])
+        questions = dependency_questions(subjects, parameters["tag"]) if subjects else []
         versions = json.loads(client.get("/-/versions.json")[1])
         settings = json.loads(client.get("/-/settings.json")[1])
         queries = {query["name"]: query["params"] for query in json.loads(client.get("/cache.json")[1])["queries"]}

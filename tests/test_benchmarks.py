@@ -499,10 +499,19 @@ def check_dependency_questions(serving, db):
     assert subjects["external"][0] in {
         name for (name,) in conn.execute("SELECT dependency FROM dependencies WHERE external")
     }
+    assert len(subjects["candidates"]) == min(40, len(counted))
+    assert set(subjects["candidates"]) <= {name for name, _ in counted}
+    slowest = subjects["slowest"]
+    assert set(slowest["json_ms"]) == set(subjects["candidates"])
+    assert slowest["json_ms"][slowest["package"]] == max(slowest["json_ms"].values())
     tree = subjects["tree"]
     assert tree["tree_size"] > 1 and conn.execute("SELECT 1 FROM binaries WHERE hash = ?", (tree["hash"],)).fetchone()
     questions = serving["dependency_questions"]
-    assert [q["question"] for q in questions] == ["dependents"] * 8 + ["dependency_tree"] + ["dependencies"] * 2
+    assert [q["question"] for q in questions] == ["dependents"] * 10 + ["dependency_tree"] + ["dependencies"] * 2
+    assert {q["url"] for q in questions[8:10]} == {
+        f"/cache/dependents?package={slowest['package']}",
+        f"/cache/dependents?package={slowest['package']}&tag=develop",
+    }
     assert all(map(answered, questions)), questions
     assert [q["as_json"]["url"] if "as_json" in q else None for q in questions] == [
         q["url"].replace("?", ".json?", 1) if q["kind"] == "canned" else None for q in questions
@@ -573,7 +582,7 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
     served = 1 + len(FACET_CLICKS)  # the binaries page and each click
     for corpus in ("pages, usual shape", "pages, spread shape"):
         assert set(PAGES_TARGETS) <= set(names[corpus]) and len(names[corpus]) == len(PAGES_TARGETS) + served
-    assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + served + 11
+    assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + served + 13
 
 
 def check_floors(pages, corpus, report, shape):
