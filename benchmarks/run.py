@@ -19,8 +19,8 @@ In one run, side by side (benchmarks/README.md explains each measure):
   binaries page, a click on the top value of each facet and two searches (each with whether Datasette gave
   the exact row count; for a search, also the rows of the full-text index it matches, listed with SQL), every
   canned query; and on the history built from indexes the dependency questions: dependents of the most
-  depended-on packages and external, and of the slowest to answer among the 40 most depended-on (with and
-  without a tag), the largest dependency tree (each also as
+  depended-on packages and external, and of the slowest to answer among the next 37 most depended-on (with
+  and without a tag), the largest dependency tree (each also as
   JSON: the query without its page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
 <name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
