@@ -64,9 +64,9 @@ binaries_in_order AS NOT MATERIALIZED (
     WHERE packages.name >= ''
     ORDER BY packages.name, versions.version_rank DESC, specs.hash
 ),
--- The dependents are walked up from the targets, each once (UNION), through the tag's binaries: a step
--- starts from a spec of the tag (checked there: a condition on the edges alone would have SQLite read every
--- edge first, to filter them). First at most 3,000 of them, nearest first: all there are, for most packages.
+-- The dependents are walked up from the targets, each once (UNION), through the tag's binaries: a step starts
+-- from a spec of the tag (checked there: a condition on the edges alone would have SQLite read every edge
+-- first, to filter them). First at most 1,000 of them, nearest first: all there are, for most packages.
 direct AS NOT MATERIALIZED (
     SELECT edges.spec_id FROM spec_dependencies AS edges
     WHERE (edges.dependency_id, edges.kind_id) IN target_kinds
@@ -75,103 +75,150 @@ direct AS NOT MATERIALIZED (
       )
 ),
 nearest(spec_id) AS (
-    SELECT spec_id FROM (SELECT spec_id FROM direct LIMIT 3000)
+    SELECT spec_id FROM (SELECT spec_id FROM direct LIMIT 1000)
     UNION
     SELECT edges.spec_id FROM nearest
     CROSS JOIN link_edges AS edges ON edges.dependency_id = nearest.spec_id
     WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = nearest.spec_id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
-    LIMIT 3000
+    LIMIT 1000
 ),
-all_nearest AS MATERIALIZED (SELECT count(*) < 3000 AS yes FROM nearest),
--- More: most of the tag's first binaries may be among them. The first 3,000 are followed down their link
--- edges, each spec once, through the tag's binaries; those that reach a target are dependents, and when
--- 1,000 of them are (or these are all the tag has), they are the answer's rows.
-first_binaries AS (
-    SELECT spec_id FROM binaries_in_order LIMIT (SELECT CASE WHEN yes THEN 0 ELSE 3000 END FROM all_nearest)
-),
--- Those that link against a target themselves are dependents whatever lies below them: they are not followed
--- down. Looking at a binary's edges for a target costs about what following it down one step does, so they
--- are looked for when at least a third of the first 100 are such (as of the most depended-on libraries).
-first_linking AS NOT MATERIALIZED (
+all_nearest AS MATERIALIZED (SELECT count(*) < 1000 AS yes FROM nearest),
+-- More: a sample of the tag's first 200 binaries in the answer's order is followed down their link edges
+-- through the tag's binaries, each spec once. One that links against a target itself is a dependent whatever
+-- lies below it, and is not followed.
+sample AS MATERIALIZED (
     SELECT spec_id, EXISTS (
         SELECT 1 FROM spec_dependencies AS edges
-        WHERE edges.spec_id = first_binaries.spec_id AND +edges.kind_id IN link_kinds AND +edges.dependency_id IN targets
+        WHERE edges.spec_id = binaries_in_order.spec_id AND +edges.kind_id IN link_kinds AND +edges.dependency_id IN targets
     ) AS directly
-    FROM first_binaries
+    FROM binaries_in_order LIMIT (SELECT CASE WHEN yes THEN 0 ELSE 200 END FROM all_nearest)
 ),
-linking_often AS MATERIALIZED (
-    SELECT sum(directly) * 3 >= count(*) AS yes FROM (SELECT directly FROM first_linking LIMIT 100)
-),
-first_direct AS MATERIALIZED (
-    SELECT spec_id FROM linking_often CROSS JOIN first_linking WHERE linking_often.yes AND first_linking.directly
-),
-below(id) AS (
-    SELECT spec_id FROM first_binaries WHERE spec_id NOT IN first_direct
+sample_below(id) AS (
+    SELECT spec_id FROM sample WHERE NOT directly
     UNION
-    SELECT edges.dependency_id FROM below
-    CROSS JOIN link_edges AS edges ON edges.spec_id = below.id
-    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
+    SELECT edges.dependency_id FROM sample_below
+    CROSS JOIN link_edges AS edges ON edges.spec_id = sample_below.id
+    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = sample_below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
 ),
-below_edges AS (
-    SELECT edges.spec_id, edges.dependency_id FROM below
-    CROSS JOIN link_edges AS edges ON edges.spec_id = below.id
-    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
+sample_edges AS MATERIALIZED (
+    SELECT edges.spec_id, edges.dependency_id FROM sample_below
+    CROSS JOIN link_edges AS edges ON edges.spec_id = sample_below.id
+    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = sample_below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
 ),
-reaching(spec_id) AS (
-    SELECT spec_id FROM first_direct
+-- What reaches a target, walking back up those edges (a target itself only if another one is below it).
+sample_reaching(spec_id, is_target) AS MATERIALIZED (
+    SELECT id, 1 FROM targets
     UNION
-    SELECT spec_id FROM below_edges WHERE dependency_id IN targets
+    SELECT spec_id, 0 FROM sample WHERE directly
     UNION
-    SELECT below_edges.spec_id FROM reaching CROSS JOIN below_edges ON below_edges.dependency_id = reaching.spec_id
+    SELECT sample_edges.spec_id, 0 FROM sample_reaching
+    CROSS JOIN sample_edges ON sample_edges.dependency_id = sample_reaching.spec_id
 ),
-enough_below AS MATERIALIZED (
-    SELECT count(*) > 0 AND (count(*) < 3000 OR sum(spec_id IN reaching) >= 1000) AS yes FROM first_binaries
+-- If dependents spread evenly through the answer's order, the sample tells how many of the first binaries
+-- hold 1,000 of them: that many and a quarter more (the batch) are followed down in the same way, unless that
+-- would be more than 6,000 (or the sample holds none).
+batch_size AS MATERIALIZED (
+    SELECT
+        CASE
+            WHEN count(*) = 0 THEN 0
+            WHEN count(*) < 200 THEN 200
+            WHEN sum(reached) * 6000 < 250000 THEN 0
+            ELSE 250000 / sum(reached)
+        END AS binaries
+    FROM (
+        SELECT spec_id IN (SELECT spec_id FROM sample_reaching WHERE NOT is_target) AS reached FROM sample
+    )
 ),
--- Otherwise all of them. (A condition on a one-row table first in a join, like a LIMIT of 0, is checked
--- once, before the rest is read.)
+batch AS MATERIALIZED (
+    SELECT *, EXISTS (
+        SELECT 1 FROM spec_dependencies AS edges
+        WHERE edges.spec_id = binaries_in_order.spec_id AND +edges.kind_id IN link_kinds AND +edges.dependency_id IN targets
+    ) AS directly
+    FROM binaries_in_order
+    LIMIT (SELECT binaries FROM batch_size)
+),
+batch_below(id) AS (
+    SELECT spec_id FROM batch WHERE NOT directly
+    UNION
+    SELECT edges.dependency_id FROM batch_below
+    CROSS JOIN link_edges AS edges ON edges.spec_id = batch_below.id
+    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = batch_below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
+),
+batch_edges AS MATERIALIZED (
+    SELECT edges.spec_id, edges.dependency_id FROM batch_below
+    CROSS JOIN link_edges AS edges ON edges.spec_id = batch_below.id
+    WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = batch_below.id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
+),
+batch_reaching(spec_id, is_target) AS MATERIALIZED (
+    SELECT id, 1 FROM targets
+    UNION
+    SELECT spec_id, 0 FROM batch WHERE directly
+    UNION
+    SELECT batch_edges.spec_id, 0 FROM batch_reaching
+    CROSS JOIN batch_edges ON batch_edges.dependency_id = batch_reaching.spec_id
+),
+-- When 1,000 of the batch are dependents (or it is all the tag has), the first 1,000 of those are the answer.
+batch_found AS MATERIALIZED (
+    SELECT *, count(*) OVER () < (SELECT binaries FROM batch_size) OR sum(reached) OVER () >= 1000 AS enough
+    FROM (
+        SELECT batch.*, spec_id IN (SELECT spec_id FROM batch_reaching WHERE NOT is_target) AS reached FROM batch
+    )
+),
+-- Otherwise (no batch, or dependents that did not spread evenly) all dependents are walked up. (A condition on
+-- a one-row table first in a join is checked once, before the rest is read.)
 walked(spec_id) AS (
-    SELECT direct.spec_id FROM all_nearest CROSS JOIN enough_below CROSS JOIN direct
-    WHERE NOT all_nearest.yes AND NOT enough_below.yes
+    SELECT direct.spec_id FROM all_nearest
+    CROSS JOIN (SELECT coalesce(max(enough), 0) AS yes FROM batch_found) AS batch
+    CROSS JOIN direct
+    WHERE NOT all_nearest.yes AND NOT batch.yes
     UNION
     SELECT edges.spec_id FROM walked
     CROSS JOIN link_edges AS edges ON edges.dependency_id = walked.spec_id
     WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = walked.spec_id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
 ),
-dependents AS MATERIALIZED (
-    SELECT nearest.spec_id FROM all_nearest CROSS JOIN nearest WHERE all_nearest.yes
-    UNION ALL
-    SELECT reaching.spec_id FROM enough_below CROSS JOIN reaching WHERE enough_below.yes
-    UNION ALL
-    SELECT spec_id FROM walked
-),
--- The first 1,000 in order: picked out of the tag's binaries read in order when dependents are many of
--- them (the reading soon stops), else each dependent the tag lists is looked up and they are sorted.
-picking AS MATERIALIZED (
-    SELECT enough_below.yes OR (SELECT count(*) FROM dependents) > 10000 AS in_order FROM enough_below
+-- The first 1,000 walked (or the nearest, if they are all) in order: picked out of the tag's binaries read in
+-- order when they are many (the reading soon stops), else each is looked up and they are sorted.
+walked_found AS MATERIALIZED (
+    SELECT spec_id, count(*) OVER () > 10000 AS many FROM (
+        SELECT nearest.spec_id FROM all_nearest CROSS JOIN nearest WHERE all_nearest.yes
+        UNION ALL
+        SELECT spec_id FROM walked
+    )
 ),
 shown AS (
-    SELECT * FROM binaries_in_order WHERE +spec_id IN dependents
-    LIMIT (SELECT CASE WHEN in_order THEN 1000 ELSE 0 END FROM picking)
-),
-few_shown AS (
-    SELECT
-        page_specs.spec_id,
-        page_specs.listing_id,
-        packages.name AS package,
-        versions.version,
-        versions.version_rank,
-        specs.hash,
-        specs.configuration_id
-    FROM chosen_tag
-    CROSS JOIN dependents
-    CROSS JOIN page_specs ON page_specs.spec_id = dependents.spec_id
-    CROSS JOIN pages ON pages.id = page_specs.page_id AND pages.tag_id = chosen_tag.id
-    CROSS JOIN packages ON packages.id = pages.package_id
-    CROSS JOIN specs ON specs.id = page_specs.spec_id
-    CROSS JOIN configurations ON configurations.id = specs.configuration_id
-    CROSS JOIN versions ON versions.id = configurations.version_id
-    ORDER BY packages.name, versions.version_rank DESC, specs.hash
-    LIMIT (SELECT CASE WHEN in_order THEN 0 ELSE 1000 END FROM picking)
+    SELECT * FROM (
+        SELECT spec_id, listing_id, package, version, version_rank, hash, configuration_id
+        FROM batch_found WHERE enough AND reached
+        ORDER BY package, version_rank DESC, hash
+        LIMIT 1000
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT * FROM binaries_in_order WHERE +spec_id IN (SELECT spec_id FROM walked_found)
+        LIMIT (SELECT CASE WHEN max(many) THEN 1000 ELSE 0 END FROM walked_found)
+    )
+    UNION ALL
+    SELECT * FROM (
+        SELECT
+            page_specs.spec_id,
+            page_specs.listing_id,
+            packages.name AS package,
+            versions.version,
+            versions.version_rank,
+            specs.hash,
+            specs.configuration_id
+        FROM chosen_tag
+        CROSS JOIN walked_found
+        CROSS JOIN page_specs ON page_specs.spec_id = walked_found.spec_id
+        CROSS JOIN pages ON pages.id = page_specs.page_id AND pages.tag_id = chosen_tag.id
+        CROSS JOIN packages ON packages.id = pages.package_id
+        CROSS JOIN specs ON specs.id = page_specs.spec_id
+        CROSS JOIN configurations ON configurations.id = specs.configuration_id
+        CROSS JOIN versions ON versions.id = configurations.version_id
+        WHERE NOT walked_found.many
+        ORDER BY packages.name, versions.version_rank DESC, specs.hash
+        LIMIT 1000
+    )
 ),
 found AS (
     SELECT
@@ -188,7 +235,7 @@ found AS (
             AS stacks,
         chosen_tag.name AS tag,
         chosen_tag.mirror_url
-    FROM (SELECT * FROM shown UNION ALL SELECT * FROM few_shown) AS shown
+    FROM shown
     CROSS JOIN chosen_tag
 )
 SELECT package, version, hash, directly, spec, stacks,
