@@ -115,15 +115,15 @@ sample_reaching(spec_id, is_target) AS MATERIALIZED (
     CROSS JOIN sample_edges ON sample_edges.dependency_id = sample_reaching.spec_id
 ),
 -- If dependents spread evenly through the answer's order, the sample tells how many of the first binaries
--- hold 1,000 of them: that many and a quarter more (the batch) are followed down in the same way, unless that
--- would be more than 6,000 (or the sample holds none).
+-- hold 1,000 of them: that many and a quarter more (the batch: 1,250 times the sample's binaries per dependent
+-- in it) are followed down in the same way, unless that would be more than 6,000 (or the sample holds none).
+-- A sample of fewer than 200 is the whole tag, and so is its batch.
 batch_size AS MATERIALIZED (
     SELECT
         CASE
-            WHEN count(*) = 0 THEN 0
-            WHEN count(*) < 200 THEN 200
-            WHEN sum(reached) * 6000 < 250000 THEN 0
-            ELSE 250000 / sum(reached)
+            WHEN count(*) < 200 THEN count(*)
+            WHEN sum(reached) * 6000 < count(*) * 1250 THEN 0
+            ELSE count(*) * 1250 / sum(reached)
         END AS binaries
     FROM (
         SELECT spec_id IN (SELECT spec_id FROM sample_reaching WHERE NOT is_target) AS reached FROM sample
