@@ -565,7 +565,8 @@ def render_dependency_questions(serving):
             f"largest of the {TREE_CANDIDATES} with the most paths, {tree['seconds']:.0f} s): {tree['hash']}, "
             f"{tree['tree_size']:,} specs."
             f" Of the next {len(subjects['candidates'])} most depended-on packages, the one whose dependents took longest "
-            f"as JSON (each asked twice, the faster counting): {slowest['package']} "
+            f"as JSON (each asked twice, the faster counting, once the query had been asked "
+            f"{slowest['warm_ups']} times to prepare it on Datasette's connections): {slowest['package']} "
             f"({slowest['json_ms'][slowest['package']]:.0f} ms; the median of all "
             f"{statistics.median(slowest['json_ms'].values()):.0f} ms)."
         ),

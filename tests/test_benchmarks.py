@@ -757,3 +757,25 @@ def test_a_search_without_its_row_count_names_what_the_full_text_index_alone_cos
     assert missed["value"].endswith("3,276,041 rows of `listings_fts` in 412.0 ms, where a row count may take 200 ms")
     counted = table_page_target("pages, usual shape", "x", {**timing, "row_count": 5, "full_text": found}, 1000, 200)
     assert counted["met"] is True and "full-text" not in counted["value"]
+
+
+def test_the_slowest_dependents_are_found_once_the_query_is_prepared_on_every_connection():
+    """The first question on each of Datasette's connections prepares the query: those slow answers must go to
+    the warm-ups, not to whichever candidates come first."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import run
+
+    class Client:  # Datasette's three connections, each slow on its first question, answering in turn
+        def __init__(self):
+            self.asked = []
+
+        def get(self, path):
+            self.asked.append(path)
+            prepared = len(self.asked) > 3
+            return 200, "", (5 if "first" in path else 10) + (0 if prepared else 1000)
+
+    client = Client()
+    slowest = run.slowest_dependents(client, ["first", "second"])
+    assert slowest["package"] == "second"
+    assert slowest["json_ms"] == {"first": 5, "second": 10}
+    assert len(client.asked) == run.DEPENDENTS_WARM_UPS + 2 * 2
