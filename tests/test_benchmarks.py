@@ -608,6 +608,9 @@ def check_floors(pages, corpus, report, shape):
     assert f"{without:.2f}x without finding {unchanged['files']:,} files unchanged" in targets[PAGES_TARGETS[5]]
     build_section = section(report, "### Full build", after=f"## Pages, {shape} shape")
     assert f"**{floor['ratio_wall']:.2f}x** the lower bound" in build_section
+    pages_bytes = sum(page.stat().st_size for page in Path(corpus).glob("_cache/*/*/specs.md"))
+    assert full["warmed"]["bytes"] == pages_bytes > 0  # every page read before the timed runs
+    assert f"every page was read once, untimed ({pages_bytes / 1e6:,.0f} MB in" in build_section
     largest = table_rows(build_section)[4:]  # after the runs' table (header and two rows) and its own header
     assert largest and {row[0].strip("`") for row in largest} <= set(floor["parts"])
     incremental = section(report, "### Incremental builds", after=f"## Pages, {shape} shape")
