@@ -33,8 +33,8 @@ class Origin:
 
 
 # Messages (batches, counts) the writer takes off the pipe before it writes them. With the pipe alone, the build
-# waited while the writer counted a tag, and the writer waited while the build read the next one: three took 6%
-# off building 20 tags of either shape, and added 45 MiB to the peak of the spread shape's (a batch holds the
+# waited while the writer counted a tag, and the writer waited while the build read the next one. Three took 6%
+# off building 20 tags of either shape and added 45 MiB to the peak RSS of 20 spread tags (a batch holds the
 # rows of build.FLUSH_EVERY binaries).
 MESSAGES_AHEAD = 3
 _BUILD_GONE = object()
