@@ -55,6 +55,11 @@ def page_rows(tag, package, specs, first_id):
     return spec_rows, stack_rows
 
 
+def page_paths(corpus):
+    """The corpus's pages, in the order they are read."""
+    return sorted(corpus.glob("_cache/*/*/specs.md"))
+
+
 def load(corpus, db):
     """Returns (pages, spec rows, stack rows)."""
     db.unlink(missing_ok=True)
@@ -65,7 +70,7 @@ def load(corpus, db):
     conn.executescript(SCHEMA)
     conn.execute("BEGIN")
     pages = specs_total = stacks_total = 0
-    for path in sorted(corpus.glob("_cache/*/*/specs.md")):
+    for path in page_paths(corpus):
         specs = read_page(path)
         spec_rows, stack_rows = page_rows(path.parent.parent.name, path.parent.name, specs, specs_total + 1)
         conn.executemany("INSERT INTO specs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", spec_rows)

@@ -49,6 +49,7 @@ import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
 
+from datasette.app import DEFAULT_SETTINGS
 from generate_corpus import EXTRA_TAG
 from inspect_db import (
     database_facts,
@@ -59,6 +60,7 @@ from inspect_db import (
     most_depended_on,
     realistic_parameters,
 )
+from lower_bound import page_paths
 from lower_bound_indexes import local_path, read_index
 from measure import compare_alternating, file_state, log, run_measured, summarise, timed_copy
 from report import render_report, targets
@@ -84,7 +86,8 @@ BIG_TAG = "develop"
 BIG_TAG_PACKAGES = {"small": 30, "full": 1175, "history": 1175}
 LISTING = "cache_spack_io_index.json"
 DEPENDENTS_CANDIDATES = 40  # the most depended-on packages; after the first three, the slowest dependents
-DEPENDENTS_WARM_UPS = 9  # three for each of Datasette's three connections (num_sql_threads), whichever answers
+# Three questions for each of the connections Datasette serves with (num_sql_threads), whichever answers.
+DEPENDENTS_WARM_UPS = 3 * DEFAULT_SETTINGS["num_sql_threads"]
 
 
 # --- inputs ----------------------------------------------------------------------------------------------------
@@ -372,7 +375,7 @@ def read_pages(corpus):
     files, both find them in the page cache: the first to run would otherwise read them from the disk (with one
     run each, always the builder). An index corpus is larger than the memory and is not read ahead."""
     started, total = time.perf_counter(), 0
-    for page in sorted((corpus / "_cache").glob("*/*/specs.md")):
+    for page in page_paths(corpus):  # those the lower bound reads
         total += len(page.read_bytes())
     seconds = time.perf_counter() - started
     log(f"read the pages of {corpus} once ({total / 1e6:.0f} MB in {seconds:.1f} s)")

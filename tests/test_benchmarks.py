@@ -14,6 +14,7 @@ import functools
 import gzip
 import hashlib
 import http.server
+import importlib
 import json
 import os
 import shutil
@@ -608,7 +609,7 @@ def check_floors(pages, corpus, report, shape):
     assert f"{without:.2f}x without finding {unchanged['files']:,} files unchanged" in targets[PAGES_TARGETS[5]]
     build_section = section(report, "### Full build", after=f"## Pages, {shape} shape")
     assert f"**{floor['ratio_wall']:.2f}x** the lower bound" in build_section
-    pages_bytes = sum(page.stat().st_size for page in Path(corpus).glob("_cache/*/*/specs.md"))
+    pages_bytes = sum(page.stat().st_size for page in benchmark_module("lower_bound").page_paths(Path(corpus)))
     assert full["warmed"]["bytes"] == pages_bytes > 0  # every page read before the timed runs
     assert f"every page was read once, untimed ({pages_bytes / 1e6:,.0f} MB in" in build_section
     largest = table_rows(build_section)[4:]  # after the runs' table (header and two rows) and its own header
@@ -618,12 +619,16 @@ def check_floors(pages, corpus, report, shape):
     assert f"the corpus's {unchanged['files']:,} files found unchanged (floor)" in incremental
 
 
+def benchmark_module(name):
+    """A module of benchmarks/, imported as run.py imports its neighbours."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    return importlib.import_module(name)
+
+
 @pytest.fixture(scope="module")
 def floors():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import floors
-
-    return floors
+    return benchmark_module("floors")
 
 
 def row_counts(db, tables):
@@ -690,8 +695,7 @@ def test_the_unchanged_floor_finds_every_file_of_the_build_unchanged_and_nothing
 
 
 def test_the_benchmark_serves_the_database_as_the_readme_says():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from serve import SERVE_COMMAND
+    SERVE_COMMAND = benchmark_module("serve").SERVE_COMMAND
 
     readme = (ROOT / "README.md").read_text()
     readme_lines = [line.strip() for line in readme.splitlines()]
@@ -701,8 +705,7 @@ def test_the_benchmark_serves_the_database_as_the_readme_says():
 
 
 def test_peak_memory_counts_the_builders_child_processes():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from measure import run_measured
+    run_measured = benchmark_module("measure").run_measured
 
     holds_80_mib = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1)"
     parent_and_child = (
@@ -728,9 +731,9 @@ class SlowPage(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_page_that_does_not_answer_in_time_is_recorded_as_a_missed_target_not_waited_for():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from report import table_page_target
-    from serve import TIMED_OUT, Client, time_url
+    table_page_target = benchmark_module("report").table_page_target
+    serve = benchmark_module("serve")
+    TIMED_OUT, Client, time_url = serve.TIMED_OUT, serve.Client, serve.time_url
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowPage)
     server.daemon_threads = True
@@ -748,8 +751,7 @@ def test_a_page_that_does_not_answer_in_time_is_recorded_as_a_missed_target_not_
 
 
 def test_a_search_without_its_row_count_names_what_the_full_text_index_alone_costs():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from report import table_page_target
+    table_page_target = benchmark_module("report").table_page_target
 
     timing = {"p95_ms": 969.0, "row_count": None, "statuses": [200]}
     found = {"table": "listings_fts", "rows": 3276041, "ms": 412.0}
@@ -765,8 +767,7 @@ def test_a_search_without_its_row_count_names_what_the_full_text_index_alone_cos
 def test_the_slowest_dependents_are_found_once_the_query_is_prepared_on_every_connection():
     """The first question on each of Datasette's connections prepares the query: those slow answers must go to
     the warm-ups, not to whichever candidates come first."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import run
+    run = benchmark_module("run")
 
     class Client:  # Datasette's three connections, each slow on its first question, answering in turn
         def __init__(self):

@@ -1,3 +1,4 @@
+import contextlib
 import json
 import sqlite3
 import sys
@@ -385,64 +386,57 @@ def test_other_files_of_a_checkout_are_read_no_further_than_their_start(tmp_path
     assert outcome == "not a page"
 
 
-def test_the_writer_takes_batches_off_the_pipe_while_it_cannot_write(tmp_path):
-    """While the writer waits on one batch (here: another connection holds the file), the build hands it
-    MESSAGES_AHEAD more, each more than a pipe holds, and reads on; they are all written once it can."""
-    from spack_cache_db.db import load, writer
+@contextlib.contextmanager
+def writer_of_a_held_file(tmp_path):
+    """A BackgroundWriter on a new database that another connection holds once the writer has opened it: the
+    writer waits for each write (up to sqlite3's 5 s, then it stops). Yields the writer, the database and a
+    function that lets the file go."""
+    from spack_cache_db.db import writer
     from spack_cache_db.db.connection import open_for_build
-    from spack_cache_db.db.schema import ROWS, create_schema
+    from spack_cache_db.db.schema import create_schema
 
     db = tmp_path / "cache.db"
     conn = open_for_build(db)
     create_schema(conn)
     conn.close()
-    batches = writer.MESSAGES_AHEAD + 1  # the one being written, and those queued behind it
-    per_batch = 2000
-
-    def batch(number):
-        rows = [
-            tuple(ROWS["problems"](number * per_batch + n, f"{n:04}".ljust(1000, "x"), "f", "m", "warning", None, None))
-            for n in range(per_batch)
-        ]
-        return [("problems", load.STATEMENTS["problems"], rows)]
-
-    holder = sqlite3.connect(db, isolation_level=None)
-    background = writer.BackgroundWriter(db)
-    try:
-        background.sync()  # the writer has opened the file
-        holder.execute("BEGIN EXCLUSIVE")  # the writer waits for it (up to sqlite3's 5 s), then gives up
-        for number in range(batches):  # 2 MB each: a pipe no one reads from takes a few hundred kB
-            background.write(batch(number), [writer.Origin("test", {"problems": 0})])
-        holder.execute("ROLLBACK")
-        background.finish()
-    finally:
-        background.stop()
-        holder.close()
-    assert rows(db, "SELECT count(*) AS n FROM problems") == [{"n": batches * per_batch}]
-
-
-def test_a_writer_that_stops_while_the_build_hands_it_batches_says_why(tmp_path):
-    from spack_cache_db.db import load, writer
-    from spack_cache_db.db.connection import open_for_build
-    from spack_cache_db.db.schema import ROWS, create_schema
-
-    db = tmp_path / "cache.db"
-    conn = open_for_build(db)
-    create_schema(conn)
-    conn.close()
-    rows = [
-        tuple(ROWS["problems"](None, f"{n:04}".ljust(1000, "x"), "f", "m", "warning", None, None)) for n in range(2000)
-    ]
     holder = sqlite3.connect(db, isolation_level=None)
     background = writer.BackgroundWriter(db)
     try:
         background.sync()
-        holder.execute("BEGIN EXCLUSIVE")  # held until the writer gives up (sqlite3's 5 s) and stops
-        with pytest.raises(sqlite3.OperationalError, match="^database is locked$"):
-            while True:  # a full queue and pipe: the build waits until the writer stops, then hears why
-                background.write(
-                    [("problems", load.STATEMENTS["problems"], rows)], [writer.Origin("t", {"problems": 0})]
-                )
+        holder.execute("BEGIN EXCLUSIVE")
+        yield background, db, lambda: holder.execute("ROLLBACK")
     finally:
         background.stop()
         holder.close()
+
+
+def problems_batch(count=2000):
+    """A batch of problems rows of 1 kB each: 2 MB, where a pipe no one reads from takes a few hundred kB."""
+    from spack_cache_db.db import load, writer
+    from spack_cache_db.db.schema import ROWS
+
+    rows = [
+        tuple(ROWS["problems"](None, f"{n:04}".ljust(1000, "x"), "f", "m", "warning", None, None)) for n in range(count)
+    ]
+    return [("problems", load.STATEMENTS["problems"], rows)], [writer.Origin("test", {"problems": 0})]
+
+
+def test_the_writer_takes_batches_off_the_pipe_while_it_cannot_write(tmp_path):
+    """While the writer waits on one batch, the build hands it MESSAGES_AHEAD more and reads on; they are all
+    written once it can."""
+    from spack_cache_db.db.writer import MESSAGES_AHEAD
+
+    batches = MESSAGES_AHEAD + 1  # the one being written, and those queued behind it
+    with writer_of_a_held_file(tmp_path) as (background, db, let_go):
+        for _ in range(batches):
+            background.write(*problems_batch())
+        let_go()
+        background.finish()
+    assert rows(db, "SELECT count(*) AS n FROM problems") == [{"n": batches * 2000}]
+
+
+def test_a_writer_that_stops_while_the_build_hands_it_batches_says_why(tmp_path):
+    with writer_of_a_held_file(tmp_path) as (background, _, _):
+        with pytest.raises(sqlite3.OperationalError, match="^database is locked$"):
+            while True:  # a full queue and pipe: the build waits until the writer stops, then hears why
+                background.write(*problems_batch())
