@@ -473,7 +473,7 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
     try:
         records, rows = index_tags.read_tag(index_tag, configurations, keep_going, progress)
         tag_id = loader.tag_id(tag)
-        loader.add_nodes(records.nodes)
+        loader.add_nodes(tag_id, records.nodes)
         for document in records.documents:
             loader.add_document(document)
             _flush_now_and_then(loader)

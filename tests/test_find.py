@@ -219,6 +219,16 @@ def test_down_the_dag_and_up_the_edges_give_the_same_answer(db, text, tag, expec
     assert conn.execute(never_few, parameters).fetchall() == answer  # a package named: up too
 
 
+def test_the_dependencies_no_mirror_holds_are_looked_up_by_configuration(db):
+    """The specs of ^hwloc that the indexes give as dependencies only come from dependency_only_specs by
+    configuration: this used to read every spec of the configurations that match and look for a page of each."""
+    conn = find_module.open_database(db)
+    parameters = find_module.parameters("^hwloc", ["old"])
+    steps = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {find_module.QUERY.sql}", parameters)]
+    assert "SEARCH dependency_only_specs USING PRIMARY KEY (configuration_id=?)" in steps, steps
+    assert not [step for step in steps if "specs_by_configuration" in step], steps
+
+
 # --- The terminal -------------------------------------------------------------------------------------------
 
 

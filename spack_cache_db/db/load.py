@@ -220,15 +220,18 @@ class Loader:
             self.configuration_by_built[(package_id, built.number)] = configuration_id
         return configuration_id
 
-    def add_nodes(self, nodes):
-        """Specs that binaries depend on but that are not binaries themselves (externals, build-only
-        compilers): rows in specs, not in any page."""
+    def add_nodes(self, tag_id, nodes):
+        """Specs that binaries of the tag depend on but that are not binaries there (externals, build-only
+        compilers): rows in specs, and in dependency_only_specs for the tag, not in any of its pages."""
         for node in nodes:
             configuration_id = self._configuration_of(self._named_id("packages", node.package), node.built)
             self.queue(
                 ROWS["specs"](
                     id=None, hash=node.hash, configuration_id=configuration_id, size=None, external=int(node.external)
                 )
+            )
+            self.queue(
+                ROWS["dependency_only_specs"](configuration_id=configuration_id, tag_id=tag_id, spec_id=node.hash)
             )
 
     def add_dependencies(self, specs):

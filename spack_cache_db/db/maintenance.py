@@ -45,8 +45,8 @@ def rank_versions_and_tags(conn):
 
 
 def delete_tags(conn, names):
-    """Remove every page of these tags, the indexes they were read from and the problems of those indexes;
-    returns the ids of the tags."""
+    """Remove every page of these tags, the indexes they were read from (and the specs those give as
+    dependencies only) and the problems of those indexes; returns the ids of the tags."""
     tag_ids = [
         row[0]
         for row in conn.execute(
@@ -58,6 +58,7 @@ def delete_tags(conn, names):
     conn.execute(f"DELETE FROM page_specs WHERE page_id IN (SELECT id FROM pages WHERE tag_id IN {selected})", ids)
     conn.execute(f"DELETE FROM pages WHERE tag_id IN {selected}", ids)
     conn.execute(f"DELETE FROM indexes WHERE tag_id IN {selected}", ids)
+    conn.execute(f"DELETE FROM dependency_only_specs WHERE tag_id IN {selected}", ids)
     conn.execute(
         "DELETE FROM problems WHERE tag IN (SELECT value FROM json_each(?)) AND path NOT IN (SELECT path FROM sources)",
         (json.dumps(names),),

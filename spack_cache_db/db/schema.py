@@ -122,6 +122,15 @@ CREATE TABLE specs (
     size INTEGER,
     external INTEGER NOT NULL CHECK (external IN (0, 1))
 );
+-- The specs a tag's indexes give as dependencies only, not as binaries (externals, build-only compilers): those
+-- no page of the tag lists. By configuration and tag: a package's are found without looking for a page of
+-- each of its specs, which are as many as the history has.
+CREATE TABLE dependency_only_specs (
+    configuration_id INTEGER NOT NULL REFERENCES configurations(id),
+    tag_id INTEGER NOT NULL REFERENCES tags(id),
+    spec_id INTEGER NOT NULL REFERENCES specs(id),
+    PRIMARY KEY (configuration_id, tag_id, spec_id)
+) WITHOUT ROWID;
 CREATE TABLE dependency_kinds (
     id INTEGER PRIMARY KEY,
     deptypes TEXT NOT NULL,
@@ -295,6 +304,7 @@ CREATE INDEX specs_by_configuration ON specs(configuration_id);
 -- Likewise for deleting a stack set: without it, a scan of every listing per stack set (removing a tag of
 -- the spread history: 24 s for 218 stack sets).
 CREATE INDEX listings_by_stack_set ON listings(stack_set_id);
+CREATE INDEX dependency_only_specs_by_spec ON dependency_only_specs(spec_id);
 """
 
 _EVERY_INDEX = INDEXES + INDEXES_AFTER_LOAD

@@ -19,8 +19,9 @@ link_kinds AS (SELECT id FROM dependency_kinds WHERE is_link),
 -- Without edges (a database built from pages) nothing depends on anything: nothing is looked for.
 has_edges AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM spec_dependencies) AS yes),
 -- What is asked about: the specs the hash prefix names, and the package's specs that the tag has: its
--- binaries there (read from its page in the tag, not from every spec of the package) and specs no page
--- lists, such as externals (one index lookup per spec of the package).
+-- binaries there (read from its page in the tag, not from every spec of the package) and the specs the tag's
+-- indexes give as dependencies only, such as externals (dependency_only_specs, by configuration and tag; the
+-- tag read from tags by name: one more use of chosen_tag would copy it into every use of targets).
 targets AS (
     SELECT specs.id FROM has_edges CROSS JOIN args CROSS JOIN specs
     WHERE has_edges.yes AND length(args.prefix) >= 4 AND specs.hash >= args.prefix AND specs.hash < args.prefix || '~'
@@ -33,14 +34,15 @@ targets AS (
     CROSS JOIN page_specs ON page_specs.page_id = pages.id
     WHERE has_edges.yes
     UNION
-    SELECT specs.id FROM has_edges CROSS JOIN specs
-    WHERE has_edges.yes AND specs.configuration_id IN (
-        SELECT configurations.id FROM args
-        CROSS JOIN packages ON packages.name = args.package
-        CROSS JOIN versions ON versions.package_id = packages.id
-        CROSS JOIN configurations ON configurations.version_id = versions.id
-    )
-    AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
+    SELECT dependency_only_specs.spec_id FROM has_edges
+    CROSS JOIN args
+    CROSS JOIN tags ON tags.name = args.tag
+    CROSS JOIN packages ON packages.name = args.package
+    CROSS JOIN versions ON versions.package_id = packages.id
+    CROSS JOIN configurations ON configurations.version_id = versions.id
+    CROSS JOIN dependency_only_specs
+        ON dependency_only_specs.configuration_id = configurations.id AND dependency_only_specs.tag_id = tags.id
+    WHERE has_edges.yes
 ),
 -- Their link edges are searched kind by kind: a compiler has millions of build edges, and none links.
 target_kinds AS MATERIALIZED (SELECT targets.id, link_kinds.id FROM targets CROSS JOIN link_kinds),

@@ -180,8 +180,8 @@ wanted_tags AS MATERIALIZED (
 ),
 -- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
 -- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
--- (binaries of any tag through their listings, by hash, and, when those are few, the specs no mirror
--- holds, read from specs) when there are few of them and of their dependents; else down the DAG of each
+-- (binaries of any tag through their listings, by hash, and the specs indexes give as dependencies only,
+-- dependency_only_specs) when there are few of them and of their dependents; else down the DAG of each
 -- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
 -- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
 -- A package with few binaries in the tags asked for is read down at once. (A CTE is read when first used:
@@ -212,16 +212,9 @@ dependency_specs AS MATERIALIZED (
     CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
     WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
     UNION ALL
-    SELECT node_configurations.n, unlisted.id
-    FROM (
-        SELECT specs.id, specs.configuration_id
-        -- none, or no edges (then every spec is one a page lists): not read
-        FROM (SELECT 1 FROM node_configurations WHERE n > 0 AND EXISTS (SELECT 1 FROM spec_dependencies) LIMIT 1)
-        CROSS JOIN specs
-        WHERE specs.configuration_id IN (SELECT configuration_id FROM node_configurations WHERE n > 0)
-          AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id)
-    ) AS unlisted
-    CROSS JOIN node_configurations ON node_configurations.configuration_id = unlisted.configuration_id
+    SELECT node_configurations.n, dependency_only_specs.spec_id
+    FROM node_configurations
+    CROSS JOIN dependency_only_specs ON dependency_only_specs.configuration_id = node_configurations.configuration_id
     WHERE node_configurations.n > 0
     LIMIT 10001  -- the arms are read in turn: past this many, the specs are not read
 ),
