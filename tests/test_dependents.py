@@ -20,6 +20,7 @@ from collections import defaultdict, deque
 
 import pytest
 from datasette.app import Datasette
+from datasette.database import Database
 from mirrors import write_v2
 from pagemaker import write_spread_corpus
 from test_dependencies import dag_hash
@@ -486,6 +487,27 @@ def develop_spec(conn, name):
         " WHERE package = ? AND tag_id = (SELECT id FROM tags WHERE name = 'develop') ORDER BY hash LIMIT 1",
         [name],
     ).fetchone()[0]
+
+
+@pytest.mark.asyncio
+async def test_the_package_page_asks_for_its_binaries_dependencies_and_dependents_together(growing, monkeypatch):
+    """Datasette's SQL threads read them side by side: one after the other, those of the package with the most
+    binaries in the history from indexes took 80 ms."""
+    in_flight, seen = [0], []
+    execute = Database.execute
+
+    async def counted(self, sql, *args, **kwargs):
+        in_flight[0] += 1
+        seen.append(in_flight[0])
+        try:
+            return await execute(self, sql, *args, **kwargs)
+        finally:
+            in_flight[0] -= 1
+
+    monkeypatch.setattr(Database, "execute", counted)
+    response = await datasette_for(growing["large"]).client.get("/cache/package?package=zlib")
+    assert response.status_code == 200 and "app0" in response.text
+    assert max(seen) >= 3, seen
 
 
 @pytest.mark.parametrize(
