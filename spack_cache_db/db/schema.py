@@ -304,6 +304,7 @@ CREATE INDEX specs_by_configuration ON specs(configuration_id);
 -- Likewise for deleting a stack set: without it, a scan of every listing per stack set (removing a tag of
 -- the spread history: 24 s for 218 stack sets).
 CREATE INDEX listings_by_stack_set ON listings(stack_set_id);
+-- And for deleting a spec: SQLite looks for rows that still name it, one scan of the table per spec without it.
 CREATE INDEX dependency_only_specs_by_spec ON dependency_only_specs(spec_id);
 """
 
