@@ -75,7 +75,7 @@ def library_tag(tag, dependents, rest, fan=4):
     binaries, directly or through others, next to `rest` binaries that have nothing to do with it (each
     linking against a few others): a DAG where only the rest grows."""
     zlib = [record("zlib", seed=(tag, n)) for n in range(2)]
-    unlisted = record("zlib", binary=False, version="1.3", seed=tag)
+    unlisted = unlisted_zlib(tag)
     made = []
     for n in range(dependents):
         below = made[max(0, n - 3) : n] if n % 4 else [zlib[n // 4 % 2]]
@@ -85,6 +85,11 @@ def library_tag(tag, dependents, rest, fan=4):
     for n in range(rest):
         others.append(record(f"other{n % 40}", seed=(tag, "rest", n), edges=[(spec, LINK) for spec in others[-fan:]]))
     return [*zlib, unlisted, *made, *others]
+
+
+def unlisted_zlib(tag):
+    """library_tag's spec of zlib that no cache has: a dependency only."""
+    return record("zlib", binary=False, version="1.3", seed=tag)
 
 
 @pytest.fixture(scope="module")
@@ -385,8 +390,7 @@ def test_dependents_work_does_not_grow_with_the_packages_specs_in_other_tags(tmp
     """The package's specs that the tag's indexes give as dependencies only are looked up by configuration and
     tag (dependency_only_specs): the question used to look for a page of every spec of the package in the
     history (the history's most prolific package has 155,852: 61 ms of the 138 its dependents took)."""
-    unlisted = record("zlib", binary=False, version="1.3", seed="develop")  # library_tag's, in develop
-    develop = [*library_tag("develop", 40, 200), record("via-unlisted", edges=[(unlisted, LINK)])]
+    develop = [*library_tag("develop", 40, 200), record("via-unlisted", edges=[(unlisted_zlib("develop"), LINK)])]
     many = {tag: [record("zlib", seed=(tag, n)) for n in range(3000)] for tag in ("v1", "v2")}
     dbs = {
         "alone": build_tags(tmp_path / "alone", {"develop": develop}),
