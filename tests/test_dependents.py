@@ -412,7 +412,25 @@ def test_dependents_work_does_not_grow_with_the_packages_specs_in_other_tags(tmp
     sql = describe.read_query(describe.QUERIES / "dependents.sql").sql
     found = plan(sqlite3.connect(dbs["beside"]), sql, {"package": "zlib", "hash": "", "tag": "develop"})
     lookups = {detail for _, detail in found.values() if "dependency_only_specs" in detail}
-    assert lookups == {"SEARCH dependency_only_specs USING PRIMARY KEY (configuration_id=? AND tag_id=?)"}, lookups
+    assert "SEARCH dependency_only_specs USING PRIMARY KEY (configuration_id=? AND tag_id=?)" in lookups, lookups
+    assert not [lookup for lookup in lookups if lookup.startswith("SCAN")], lookups
+
+
+def test_dependents_do_not_walk_the_other_tags_dependents_of_a_spec_that_is_a_binary_there(tmp_path):
+    """A spec the tag's indexes give as a dependency only may be a binary of another tag, with its dependents
+    there: it is not a target, so the question does not read the other tag's edges (py-wysy's dependents took
+    97 ms instead of 21 in the history from indexes)."""
+    develop = library_tag("develop", 40, 200)
+    binary = (unlisted_zlib("develop")[0], {**unlisted_zlib("develop")[1], "in_buildcache": True})
+    other = [binary, *(record("user", seed=n, edges=[(binary, LINK)]) for n in range(3000))]
+    dbs = {
+        "alone": build_tags(tmp_path / "alone", {"develop": develop}),
+        "beside": build_tags(tmp_path / "beside", {"develop": develop, "v1": other}),
+    }
+    steps = {
+        name: steps_of(db, lambda conn: dependencies.dependents(conn, "zlib", "develop")) for name, db in dbs.items()
+    }
+    assert steps["beside"] < 1.1 * steps["alone"], steps
 
 
 def test_binaries_that_link_directly_are_not_followed_down(tmp_path):
