@@ -110,6 +110,18 @@ def test_a_stack_mirror_that_moved_is_named_anew_and_not_read_again(tmp_path, mo
     assert_incremental_is_fresh(site, db, tmp_path)
 
 
+def test_a_snapshot_listed_by_another_index_on_its_mirror_is_read_again(tmp_path):
+    """Its mirror moved to v3 in place, the same binaries: the listing names the blob, no longer the mirror whose
+    v2 index the last build read. A snapshot never changes, but what the listing names did."""
+    site = Site(tmp_path / "site", {"develop-2025-01-05": {"root": Index(tuple(BINARIES[:1]), "v2")}})
+    db = tmp_path / "cache.db"
+    build([str(site.write())], db)
+    site.tags["develop-2025-01-05"]["root"] = Index(tuple(BINARIES[:1]), "v3")
+    summary = build([str(site.write())], db)
+    assert summary.index_tags_read == ["develop-2025-01-05"]
+    assert_incremental_is_fresh(site, db, tmp_path)
+
+
 # --- Any sequence of changes a server can make: the incremental build equals a fresh build ---------------------
 
 TAGS = ("develop", "mine", "develop-2025-01-05", "v1.0.0")  # the last two are immutable: never rewritten in place

@@ -91,12 +91,18 @@ def plan(sources, stored, existing_path, keep_going):
 
 
 def _immutable_and_same(tag, sources, before):
-    """A snapshot or a release read from the same mirrors as last time: nothing to ask the network."""
+    """A snapshot or a release listed as last time: nothing to ask the network."""
     return (
         normalise.classify_tag(tag).kind in _IMMUTABLE
         and {s.label for s in sources} == set(before)
-        and all(read_indexes.mirror_url(s.location) == before[s.label].mirror_url for s in sources)
+        and all(_listed_where_read(s.location, before[s.label]) for s in sources)
     )
+
+
+def _listed_where_read(location, stored):
+    """Whether a listing names the index the last build read: by its own URL (a v3 blob, a v2 index.json), or
+    by the mirror it was read from. The same mirror named by another index URL (moved to v3 in place) is not."""
+    return str(location).rstrip("/") in (stored.url, stored.mirror_url)
 
 
 def _probe(tag, sources, before, keep_going):
