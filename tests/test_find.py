@@ -229,6 +229,29 @@ def test_the_dependencies_no_mirror_holds_are_looked_up_by_configuration(db):
     assert not [step for step in steps if "specs_by_configuration" in step], steps
 
 
+def test_deciding_which_way_to_walk_reads_no_more_dependents_than_the_bound(tmp_path):
+    """Up the edges only when a dependency has at most 50,000 dependents: counting them stops past that many.
+    The direct dependents were all read first (^py-wysy, with 4.4 million edges in the history: 8 s), and the
+    work grew with them. Here lib has 55,000 direct dependents, then 110,000: the same work."""
+    from test_dependents import LINK, build_tags, record
+
+    lib = record("lib")
+    first = [record("aaa", seed=n, edges=[(lib, LINK)]) for n in range(150)]  # the answer: read first
+
+    def work(dependents):
+        rest = [record(f"app{n % 50}", seed=n, edges=[(lib, LINK)]) for n in range(dependents - len(first))]
+        db = build_tags(tmp_path / str(dependents), {"develop": [lib, *first, *rest]})
+        conn = find_module.open_database(db)
+        counted = [0]
+        conn.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1), 1000)
+        rows = find_module.find(conn, "^lib", ["develop"]).rows
+        return [row["package"] for row in rows], counted[0]
+
+    (found, small), (found_again, large) = work(55_000), work(110_000)
+    assert found == found_again == ["aaa"] * 100
+    assert large < 1.2 * small, (small, large)
+
+
 # --- The terminal -------------------------------------------------------------------------------------------
 
 

@@ -218,13 +218,18 @@ dependency_specs AS MATERIALIZED (
     WHERE node_configurations.n > 0
     LIMIT 10001  -- the arms are read in turn: past this many, the specs are not read
 ),
+-- Up the edges, each dependent once, stopping past 50,000: the first step too, as a dependency of the whole
+-- history can have millions of direct dependents.
 dependents(n, spec_id) AS (
-    SELECT dependency_specs.n, spec_dependencies.spec_id
-    FROM dependency_specs
-    CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependency_specs.spec_id
-    CROSS JOIN specs ON specs.id = dependency_specs.spec_id
-    CROSS JOIN spec_nodes ON spec_nodes.n = dependency_specs.n
-    WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
+    SELECT * FROM (
+        SELECT DISTINCT dependency_specs.n, spec_dependencies.spec_id
+        FROM dependency_specs
+        CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependency_specs.spec_id
+        CROSS JOIN specs ON specs.id = dependency_specs.spec_id
+        CROSS JOIN spec_nodes ON spec_nodes.n = dependency_specs.n
+        WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
+        LIMIT 50001
+    )
     UNION
     SELECT dependents.n, spec_dependencies.spec_id
     FROM dependents
