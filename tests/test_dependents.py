@@ -33,7 +33,13 @@ from spack_cache_db.web import describe, package
 
 ARCH = {"platform": "linux", "platform_os": "ubuntu24.04", "target": {"name": "x86_64_v3"}}
 LINK, BUILD, RUN = ("build", "link"), ("build",), ("run",)
-BIG_TABLES = ("spec_dependencies", "specs", "page_specs", "pages", "dependency_only_specs")  # what a plan must never read whole
+BIG_TABLES = (
+    "spec_dependencies",
+    "specs",
+    "page_specs",
+    "pages",
+    "dependency_only_specs",
+)  # what a plan must never read whole
 
 
 def record(name, binary=True, edges=(), version="1.0", seed=""):
