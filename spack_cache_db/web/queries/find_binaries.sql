@@ -179,13 +179,12 @@ wanted_tags AS MATERIALIZED (
     CROSS JOIN tags ON tags.name GLOB patterns.word
 ),
 -- A binary matches a ^dependency when its DAG (its edges, of every deptype) holds a spec that matches it.
--- The binaries that do are found one of two ways, with the same answer: up the edges from those specs
--- (binaries of any tag through their listings, by hash, and the specs indexes give as dependencies only,
--- dependency_only_specs) when there are few of them and of their dependents; else down the DAG of each
--- binary the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A
--- bare ^name also matches the providers of a virtual of that name (^mpi), on the edges: looked for down.
--- A package with few binaries in the tags asked for is read down at once. (A CTE is read when first used:
--- what a way does not use is not read.)
+-- The binaries that do are found one of two ways, with the same answer: up the edges from the specs of the
+-- tags asked for that match, when they and their dependents there are few; else down the DAG of each binary
+-- the scan reads, where many binaries have the dependency and the LIMIT soon stops the scan. A bare ^name
+-- also matches the providers of a virtual of that name (^mpi), on the edges: looked for down. A package with
+-- few binaries in the tags asked for is read down at once. (A CTE is read when first used: what a way does
+-- not use is not read.)
 root_binaries AS MATERIALIZED (
     SELECT args.package <> '' AND coalesce((
         SELECT sum(pages.num_specs) FROM packages JOIN pages ON pages.package_id = packages.id
@@ -200,6 +199,15 @@ virtual_kinds AS (
     WHERE spec_nodes.n > 0 AND spec_nodes.bare
       AND EXISTS (SELECT 1 FROM json_each(dependency_kinds.virtuals) WHERE json_each.value = spec_nodes.name)
 ),
+-- The specs a hash names, wherever they are.
+hash_specs AS (
+    SELECT spec_nodes.n, specs.id AS spec_id
+    FROM spec_nodes
+    CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
+    WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
+),
+-- Down, the specs that match a node are looked up in a list when there are not too many in the whole history:
+-- binaries through their listings, the hash's, and those indexes give as dependencies only.
 dependency_specs AS MATERIALIZED (
     SELECT node_configurations.n, page_specs.spec_id
     FROM node_configurations
@@ -207,10 +215,7 @@ dependency_specs AS MATERIALIZED (
     CROSS JOIN page_specs ON page_specs.listing_id = listings.id
     WHERE node_configurations.n > 0
     UNION ALL
-    SELECT spec_nodes.n, specs.id
-    FROM spec_nodes
-    CROSS JOIN specs ON specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~'
-    WHERE spec_nodes.n > 0 AND spec_nodes.name = '' AND NOT spec_nodes.by_configuration AND spec_nodes.hash <> ''
+    SELECT n, spec_id FROM hash_specs
     UNION ALL
     SELECT node_configurations.n, dependency_only_specs.spec_id
     FROM node_configurations
@@ -218,23 +223,62 @@ dependency_specs AS MATERIALIZED (
     WHERE node_configurations.n > 0
     LIMIT 10001  -- the arms are read in turn: past this many, the specs are not read
 ),
--- Up the edges, each dependent once, stopping past 50,000: the first step too, as a dependency of the whole
--- history can have millions of direct dependents.
+-- Up, from the specs that match a node in the tags asked for: its package's binaries there (from its pages
+-- in those tags) and the specs their indexes give as dependencies only (dependency_only_specs, by
+-- configuration and tag), and the hash's.
+tag_dependency_specs(n, spec_id) AS MATERIALIZED (
+    SELECT found.n, found.spec_id
+    FROM (
+        SELECT node_packages.n, page_specs.spec_id
+        FROM (SELECT DISTINCT n, package_id FROM node_configurations WHERE n > 0) AS node_packages
+        CROSS JOIN wanted_tags
+        CROSS JOIN pages ON pages.tag_id = wanted_tags.id AND pages.package_id = node_packages.package_id
+        CROSS JOIN page_specs ON page_specs.page_id = pages.id
+        CROSS JOIN listings ON listings.id = page_specs.listing_id
+        WHERE (node_packages.n << 32 | listings.configuration_id)
+            IN (SELECT n << 32 | configuration_id FROM node_configurations)
+        UNION ALL
+        SELECT node_configurations.n, dependency_only_specs.spec_id
+        FROM node_configurations
+        CROSS JOIN wanted_tags
+        CROSS JOIN dependency_only_specs
+            ON dependency_only_specs.configuration_id = node_configurations.configuration_id
+            AND dependency_only_specs.tag_id = wanted_tags.id
+        WHERE node_configurations.n > 0
+        UNION ALL
+        SELECT n, spec_id FROM hash_specs
+    ) AS found
+    CROSS JOIN specs ON specs.id = found.spec_id
+    CROSS JOIN spec_nodes ON spec_nodes.n = found.n
+    WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
+),
+-- The edges into the specs of the tags asked for: a spec outside them has no dependent in them, as an index
+-- holds every dependency of what it holds.
+tag_edges AS NOT MATERIALIZED (
+    SELECT spec_dependencies.spec_id, spec_dependencies.dependency_id FROM spec_dependencies
+    WHERE EXISTS (
+        SELECT 1 FROM page_specs CROSS JOIN pages ON pages.id = page_specs.page_id
+        WHERE page_specs.spec_id = spec_dependencies.spec_id AND pages.tag_id IN (SELECT id FROM wanted_tags)
+    ) OR EXISTS (
+        SELECT 1 FROM dependency_only_specs
+        WHERE dependency_only_specs.spec_id = spec_dependencies.spec_id
+          AND dependency_only_specs.tag_id IN (SELECT id FROM wanted_tags)
+    )
+),
+-- Up those edges, each dependent once, stopping past 10,000: the first step too.
 dependents(n, spec_id) AS (
     SELECT * FROM (
-        SELECT DISTINCT dependency_specs.n, spec_dependencies.spec_id
-        FROM dependency_specs
-        CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependency_specs.spec_id
-        CROSS JOIN specs ON specs.id = dependency_specs.spec_id
-        CROSS JOIN spec_nodes ON spec_nodes.n = dependency_specs.n
-        WHERE spec_nodes.hash = '' OR (specs.hash >= spec_nodes.hash AND specs.hash < spec_nodes.hash || '~')
-        LIMIT 50001
+        SELECT DISTINCT tag_dependency_specs.n, tag_edges.spec_id
+        FROM tag_edges
+        CROSS JOIN tag_dependency_specs ON tag_dependency_specs.spec_id = tag_edges.dependency_id
+        WHERE tag_edges.dependency_id IN (SELECT spec_id FROM tag_dependency_specs)
+        LIMIT 10001
     )
     UNION
-    SELECT dependents.n, spec_dependencies.spec_id
+    SELECT dependents.n, tag_edges.spec_id
     FROM dependents
-    CROSS JOIN spec_dependencies ON spec_dependencies.dependency_id = dependents.spec_id
-    LIMIT 50001
+    CROSS JOIN tag_edges ON tag_edges.dependency_id = dependents.spec_id
+    LIMIT 10001
 ),
 -- The binaries found up the edges, how many of the spec's dependencies each has, and their packages.
 dependents_found AS MATERIALIZED (
@@ -245,13 +289,26 @@ dependents_found AS MATERIALIZED (
     CROSS JOIN versions ON versions.id = configurations.version_id
     GROUP BY dependents.spec_id
 ),
+-- Up only when the direct edges into those specs, of every tag and read without a check, are at most 10,000
+-- (a spec many tags share has the dependents of them all: perl, 1,000,000 in the history), and so are the
+-- dependents in the tags asked for. Past either, the scan down finds enough soon where the dependents are
+-- many; it reads long where a spec many tags share has few of them in the tags asked for.
 -- (CASE, unlike AND, leaves a subquery unread when the answer is known without it.)
+walk_up AS MATERIALIZED (
+    SELECT few, CASE
+        WHEN few OR EXISTS (SELECT 1 FROM virtual_kinds) THEN 0
+        WHEN (SELECT count(*) FROM (
+            SELECT 1 FROM spec_dependencies
+            WHERE spec_dependencies.dependency_id IN (SELECT spec_id FROM tag_dependency_specs)
+            LIMIT 10001
+        )) > 10000 THEN 0
+        ELSE (SELECT count(*) FROM dependents) <= 10000
+    END AS up
+    FROM root_binaries
+),
 walk AS MATERIALIZED (
-    SELECT CASE WHEN known AND NOT EXISTS (SELECT 1 FROM virtual_kinds)
-            THEN (SELECT count(*) FROM dependents) <= 50000 ELSE 0 END AS up,
-        known
-    FROM (SELECT CASE WHEN few THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known
-          FROM root_binaries)
+    SELECT up, CASE WHEN few OR up THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known
+    FROM walk_up
 ),
 -- +mpi and ~mpi match exactly; name=value also matches name:=value and one value of a
 -- multi-valued variant (cuda_arch=80 matches cuda_arch=70,80); a bare word means +word.
