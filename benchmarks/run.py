@@ -20,8 +20,9 @@ In one run, side by side (benchmarks/README.md explains each measure):
   the exact row count; for a search, also the rows of the full-text index it matches, listed with SQL), every
   canned query; and on the history built from indexes the dependency questions: dependents of the most
   depended-on packages and external, and of the slowest to answer among the next 37 most depended-on (with
-  and without a tag), the largest dependency tree (each also as
-  JSON: the query without its page), the dependencies view filtered by dependency and by hash.
+  and without a tag), the largest dependency tree, find_binaries for a ^dependency (of the most depended-on
+  package and external, and of the package with the most binaries) (each also as JSON: the query without its
+  page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
 <name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
 served Datasette's PYTHONPATH for the plugin), so edits made meanwhile do not leak into the numbers.
@@ -488,8 +489,11 @@ def slowest_dependents(client, candidates):
     return {"package": max(json_ms, key=json_ms.get), "json_ms": json_ms, "warm_ups": DEPENDENTS_WARM_UPS}
 
 
-def dependency_questions(subjects, tag):
-    """[(question, subject, url, kind)]: kind 'canned' (a canned query's target) or 'table' (a table page's)."""
+def dependency_questions(subjects, parameters):
+    """[(question, subject, url, kind)]: kind 'canned' (a canned query's target) or 'table' (a table page's).
+    find_binaries asks for a ^dependency anywhere in the DAG: of the most depended-on package and external,
+    and of the package with the most binaries in the newest tag (few depend on it, over many specs)."""
+    tag = parameters["tag"]
     asked = [(name, "package") for name, _ in subjects["packages"]]
     if subjects["external"]:
         asked.append((subjects["external"][0], "external"))
@@ -504,6 +508,11 @@ def dependency_questions(subjects, tag):
         top = subjects["packages"][0][0]
         questions.append(("dependencies", "most depended on", url("/cache/dependencies", {"dependency": top}), "table"))
     questions.append(("dependencies", "largest tree", url("/cache/dependencies", {"hash": tree}), "table"))
+    wanted = [(name, "most depended on") for name, _ in subjects["packages"][:1]]
+    wanted += [(name, "external") for name in subjects["external"][:1]]
+    wanted.append((parameters["package"], "most binaries"))
+    for name, subject in wanted:
+        questions.append(("find_binaries", f"^ {subject}", url("/cache/find_binaries", {"spec": f"^{name}"}), "canned"))
     return questions
 
 
@@ -521,7 +530,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
     with served(db, code, folder / "datasette.log") as client:
         if subjects:
             subjects["slowest"] = slowest_dependents(client, subjects["candidates"])
-        questions = dependency_questions(subjects, parameters["tag"]) if subjects else []
+        questions = dependency_questions(subjects, parameters) if subjects else []
         versions = json.loads(client.get("/-/versions.json")[1])
         settings = json.loads(client.get("/-/settings.json")[1])
         queries = {query["name"]: query["params"] for query in json.loads(client.get("/cache.json")[1])["queries"]}

@@ -509,7 +509,13 @@ def check_dependency_questions(serving, db):
     tree = subjects["tree"]
     assert tree["tree_size"] > 1 and conn.execute("SELECT 1 FROM binaries WHERE hash = ?", (tree["hash"],)).fetchone()
     questions = serving["dependency_questions"]
-    assert [q["question"] for q in questions] == ["dependents"] * 10 + ["dependency_tree"] + ["dependencies"] * 2
+    assert [q["question"] for q in questions] == (
+        ["dependents"] * 10 + ["dependency_tree"] + ["dependencies"] * 2 + ["find_binaries"] * 3
+    )
+    assert [q["url"] for q in questions[13:]] == [
+        "/cache/find_binaries?" + urllib.parse.urlencode({"spec": f"^{name}"})
+        for name in (subjects["packages"][0][0], subjects["external"][0], serving["parameters"]["package"])
+    ]
     assert {q["url"] for q in questions[8:10]} == {
         f"/cache/dependents?package={slowest['package']}",
         f"/cache/dependents?package={slowest['package']}&tag=develop",
@@ -519,7 +525,7 @@ def check_dependency_questions(serving, db):
         q["url"].replace("?", ".json?", 1) if q["kind"] == "canned" else None for q in questions
     ]
     assert all(q["as_json"]["statuses"] == [200] for q in questions if q["kind"] == "canned")
-    for question in questions[-2:]:
+    for question in questions[11:13]:
         ((column, value),) = urllib.parse.parse_qsl(urllib.parse.urlsplit(question["url"]).query)
         sql = f"SELECT count(*) FROM dependencies WHERE {column} = ?"
         assert question["row_count"] == conn.execute(sql, (value,)).fetchone()[0]
@@ -584,7 +590,11 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
     served = 1 + len(FACET_CLICKS)  # the binaries page and each click
     for corpus in ("pages, usual shape", "pages, spread shape"):
         assert set(PAGES_TARGETS) <= set(names[corpus]) and len(names[corpus]) == len(PAGES_TARGETS) + served
-    assert set(INDEXES_TARGETS) <= set(names["indexes"]) and len(names["indexes"]) == len(INDEXES_TARGETS) + served + 13
+    dependency_questions = len(indexes["serving"]["dependency_questions"])
+    assert (
+        set(INDEXES_TARGETS) <= set(names["indexes"])
+        and len(names["indexes"]) == len(INDEXES_TARGETS) + served + dependency_questions
+    )
 
 
 def check_floors(pages, corpus, report, shape):
