@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from datasette.app import Datasette
 from paths import DATA, ROOT, SEEDS, SITE
-from test_dependents import LINK, build_tags, record
+from test_dependents import BUILD, LINK, build_tags, record
 
 from spack_cache_db import normalise
 from spack_cache_db.build import build
@@ -228,6 +228,24 @@ def test_the_dependencies_no_mirror_holds_are_looked_up_by_configuration(db):
     steps = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {find_module.QUERY.sql}", parameters)]
     assert "SEARCH dependency_only_specs USING PRIMARY KEY (configuration_id=?)" in steps, steps
     assert not [step for step in steps if "specs_by_configuration" in step], steps
+
+
+def test_up_the_edges_within_the_tags_asked_for_through_their_dependencies_only(tmp_path):
+    """Up the edges, a spec outside the tags asked for is not followed: lib, in both tags, has a dependent in
+    each. A path through a spec the tag's index holds as a dependency only (tool, no mirror's binary) is
+    followed. Down each binary's DAG finds the same."""
+    lib = record("lib")
+    tool = record("tool", binary=False, edges=[(lib, LINK)])
+    app, other = record("app", edges=[(tool, BUILD)]), record("other", edges=[(lib, LINK)])
+    conn = find_module.open_database(build_tags(tmp_path, {"develop": [lib, tool, app], "v1": [lib, other]}))
+    sql = find_module.QUERY.sql
+    down = sql.replace("(SELECT count(*) FROM dependents) <= 10000", "(SELECT count(*) FROM dependents) < 0")
+    assert down != sql
+    for tags, expected in [(["develop"], ["app"]), (["v1"], ["other"]), (["*"], ["app", "other"])]:
+        parameters = find_module.parameters("^lib", tags)
+        for query in (sql, down):
+            found = [row[0] for row in conn.execute(query, parameters)]
+            assert found == expected, (tags, query is down)
 
 
 def find_work(db, spec, tag="develop"):
