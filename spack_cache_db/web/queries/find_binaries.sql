@@ -417,18 +417,22 @@ found AS (
                       THEN spec_dependencies.kind_id ELSE 0 END
               FROM below CROSS JOIN spec_dependencies ON spec_dependencies.spec_id = below.spec_id
           )
-          SELECT count(DISTINCT dependency.n)
-          FROM below
-          CROSS JOIN specs AS node ON node.id = below.spec_id
-          CROSS JOIN spec_nodes AS dependency ON dependency.n > 0
-          WHERE (dependency.n << 32 | below.provides) IN (SELECT n << 32 | id FROM virtual_kinds)
-             OR (dependency.hash = '' OR (node.hash >= dependency.hash AND node.hash < dependency.hash || '~'))
-                AND CASE WHEN walk.known  -- the specs that match are known
-                    THEN (dependency.n << 32 | node.id) IN (SELECT n << 32 | spec_id FROM dependency_specs)
-                    ELSE dependency.name = '' AND NOT dependency.by_configuration
-                        OR (dependency.n << 32 | node.configuration_id)
-                            IN (SELECT n << 32 | configuration_id FROM node_configurations)
-                END
+          -- The walk stops once each of the spec's dependencies is matched: it is read as it goes.
+          SELECT count(*) FROM (
+              SELECT DISTINCT dependency.n
+              FROM below
+              CROSS JOIN specs AS node ON node.id = below.spec_id
+              CROSS JOIN spec_nodes AS dependency ON dependency.n > 0
+              WHERE (dependency.n << 32 | below.provides) IN (SELECT n << 32 | id FROM virtual_kinds)
+                 OR (dependency.hash = '' OR (node.hash >= dependency.hash AND node.hash < dependency.hash || '~'))
+                    AND CASE WHEN walk.known  -- the specs that match are known
+                        THEN (dependency.n << 32 | node.id) IN (SELECT n << 32 | spec_id FROM dependency_specs)
+                        ELSE dependency.name = '' AND NOT dependency.by_configuration
+                            OR (dependency.n << 32 | node.configuration_id)
+                                IN (SELECT n << 32 | configuration_id FROM node_configurations)
+                    END
+              LIMIT (SELECT dependencies FROM args)
+          )
       ))
     ORDER BY packages.name, configuration_specs.version_rank DESC, wanted_tags.sort_order,
         configuration_specs.compiler, configuration_specs.os, configuration_specs.target, specs.hash
