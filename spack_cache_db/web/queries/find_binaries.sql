@@ -257,8 +257,8 @@ tag_dependency_specs(n, spec_id) AS MATERIALIZED (
 tag_edges AS NOT MATERIALIZED (
     SELECT spec_dependencies.spec_id, spec_dependencies.dependency_id FROM spec_dependencies
     WHERE EXISTS (
-        SELECT 1 FROM page_specs CROSS JOIN pages ON pages.id = page_specs.page_id
-        WHERE page_specs.spec_id = spec_dependencies.spec_id AND pages.tag_id IN (SELECT id FROM wanted_tags)
+        SELECT 1 FROM spec_tags
+        WHERE spec_tags.spec_id = spec_dependencies.spec_id AND spec_tags.tag_id IN (SELECT id FROM wanted_tags)
     ) OR EXISTS (
         SELECT 1 FROM dependency_only_specs
         WHERE dependency_only_specs.spec_id = spec_dependencies.spec_id
@@ -293,7 +293,8 @@ dependents_found AS MATERIALIZED (
 -- (a spec many tags share has the dependents of them all: perl, 1,000,000 in the history), and so are the
 -- dependents in the tags asked for. Past either, the scan down finds enough soon where the dependents are
 -- many; it reads long where a spec many tags share has few of them in the tags asked for.
--- (CASE, unlike AND, leaves a subquery unread when the answer is known without it.)
+-- (CASE, unlike AND, leaves a subquery unread when the answer is known without it. walk reads up twice: kept
+-- apart, it is counted once.)
 walk_up AS MATERIALIZED (
     SELECT few, CASE
         WHEN few OR EXISTS (SELECT 1 FROM virtual_kinds) THEN 0
