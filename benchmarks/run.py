@@ -509,7 +509,8 @@ def dependency_questions(subjects, parameters):
         questions.append(("dependencies", "most depended on", url("/cache/dependencies", {"dependency": top}), "table"))
     questions.append(("dependencies", "largest tree", url("/cache/dependencies", {"hash": tree}), "table"))
     wanted = [(name, "most depended on") for name, _ in subjects["packages"][:1]]
-    wanted += [(name, "external") for name in subjects["external"][:1]]
+    if subjects["external"]:
+        wanted.append((subjects["external"][0], "external"))
     wanted.append((parameters["package"], "most binaries"))
     for name, subject in wanted:
         questions.append(("find_binaries", f"^ {subject}", url("/cache/find_binaries", {"spec": f"^{name}"}), "canned"))

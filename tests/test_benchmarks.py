@@ -793,3 +793,20 @@ def test_the_slowest_dependents_are_found_once_the_query_is_prepared_on_every_co
     assert slowest["package"] == "second"
     assert slowest["json_ms"] == {"first": 5, "second": 10}
     assert len(client.asked) == run.DEPENDENTS_WARM_UPS + 2 * 2
+
+
+def test_a_history_without_externals_is_asked_its_dependency_questions():
+    """No external has edges pointing at it: its questions are left out, the others asked."""
+    subjects = {
+        "packages": [("zlib", 9), ("xz", 5)],
+        "external": None,
+        "slowest": {"package": "bzip2"},
+        "candidates": ["bzip2"],
+        "tree": {"hash": "abcdefg"},
+    }
+    questions = benchmark_module("run").dependency_questions(subjects, {"tag": "develop", "package": "cit"})
+    assert [url for question, _, url, _ in questions if question == "find_binaries"] == [
+        "/cache/find_binaries?spec=%5Ezlib",
+        "/cache/find_binaries?spec=%5Ecit",
+    ]
+    assert not [url for _, subject, url, _ in questions if "external" in subject]
