@@ -145,14 +145,16 @@ async def test_facets_in_datasette_order_and_truncated_as_datasette_does(spread)
 
 
 @pytest.mark.asyncio
-async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_than_the_facet_time_limit(spread):
-    """Three facets, none of them the tag and one stacks, or a filter on another column: no count table answers. Within the facet
-    time limit (a count, like a facet, is something the page can do without) the count is given; past it the
-    page answers at once with its rows and no count, and the facets it cannot count in time are named."""
+async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_than_the_time_left(spread, monkeypatch):
+    """Three facets, none of them the tag and one stacks, or a filter on another column: no count table
+    answers. Within the time the page has left (a count, like a facet, is something the page can do without)
+    the count is given; past it the page answers at once with its rows and no count, and the facets it cannot
+    count in time are named."""
     filters = [("os", "rhel8"), ("target", "zen3"), ("stacks", "e4s")]
     for query in (query_string(filters), f"{query_string(filters[:1])}&version__startswith=1"):
         counted = (await served(spread).client.get(f"/cache/binaries.json?{query}")).json()
         assert counted["filtered_table_rows_count"] > 0
+        monkeypatch.setattr(counts, "_time_left", lambda datasette, counted: 1)
         response = await served(spread, facet_time_limit_ms=1).client.get(f"/cache/binaries.json?{query}")
         assert response.status_code == 200
         data = response.json()
@@ -163,6 +165,39 @@ async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_t
         assert not re.search(r"[\d,]+ rows? where", page.text) and re.search(
             "These facets timed out: [^<]*stacks", page.text
         )
+        monkeypatch.undo()
+
+
+def test_a_live_count_has_the_time_the_page_has_left_and_never_less_than_a_facet(monkeypatch):
+    """What is left of the SQL time limit since the filters were read, less a facet's limit kept for the
+    rest of the page: a broad search counted after its rows were read still gets its count."""
+    ds = served("unused.db", sql_time_limit_ms=1000, facet_time_limit_ms=200)
+    monkeypatch.setattr(counts, "monotonic", lambda: 10.0)
+    for spent, left in ((0.0, 800), (0.3, 500), (0.7, 200), (5.0, 200)):
+        assert counts._time_left(ds, counts.Count("cache", "binaries", 10.0 - spent, {})) == left, spent
+
+
+@pytest.mark.asyncio
+async def test_a_live_count_that_took_longer_than_a_facet_may_leaves_the_live_facets_out(spread, monkeypatch):
+    """A facet counted live reads the rows the live count read, and more: when the count took longer than a
+    facet may, the page keeps its count and names those facets as timed out without counting them (here, none
+    of them is in the count tables). With a quick count, they are counted."""
+    query = query_string([("os", "rhel8"), ("target", "zen3"), ("stacks", "e4s")])
+    quick = (await traced(served(spread), f"/cache/binaries.json?{query}")).json()
+    assert set(quick["facet_results"]) == set(FACETS)
+    clock = iter(range(0, 10**6, 300))  # each reading of the clock 300 ms after the last
+    monkeypatch.setattr(counts, "monotonic", lambda: next(clock) / 1000)
+    ds = served(spread, facet_time_limit_ms=200)
+    slow = (await traced(ds, f"/cache/binaries.json?{query}")).json()
+    assert slow["filtered_table_rows_count"] == quick["filtered_table_rows_count"] > 0
+    live = set(FACETS) - set(slow["facet_results"])
+    assert live == set(FACETS)
+    for data, counted in ((quick, True), (slow, False)):
+        sql = [trace["sql"] for trace in data["_trace"]["traces"] if trace["type"] == "sql"]
+        assert any(statement.startswith((LIVE_FACETS, PER_KEY)) for statement in sql) == counted
+    page = (await ds.client.get(f"/cache/binaries?{query}")).text
+    [timed_out] = re.findall("These facets timed out: ([^<]*)", page)
+    assert sorted(timed_out.strip().split(", ")) == sorted(live)
 
 
 @pytest.mark.parametrize("search", ["pkg1", "rhel8 zen3", "e4s"])
@@ -181,11 +216,14 @@ async def test_a_search_is_counted_from_its_listings_binaries_and_equals_sql(sha
         assert data["filtered_table_rows_count"] == expected.fetchone()[0]
         [count] = [trace for trace in data["_trace"]["traces"] if trace["sql"].startswith(LISTINGS_SUM)]
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count['sql']}", count["params"])]
-        assert "SEARCH listing_binaries USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
-        assert not any("page_specs" in step for step in plan), plan
+        assert plan[:2] == [
+            "SCAN listings_fts VIRTUAL TABLE INDEX 0:M8",
+            "SEARCH listing_binaries USING INTEGER PRIMARY KEY (rowid=?)",
+        ], plan
+        assert not any("page_specs" in step or "SUBQUERY" in step for step in plan[:2]), plan
 
 
-LISTINGS_SUM = "select coalesce(sum(binaries), 0) from listing_binaries where"
+LISTINGS_SUM = "select coalesce(sum(listing_binaries.binaries), 0) from"
 
 
 def facet_questions():

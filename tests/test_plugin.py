@@ -111,8 +111,8 @@ async def test_a_search_counts_its_facets_live_per_listing_and_its_tags_per_bina
         if trace["sql"].startswith(("with facet as materialized", "with per_key as materialized"))
     ]
     per_listing, per_binary = sorted(facet_queries, key=lambda sql: "page_specs" in sql)
-    assert "from listing_binaries" in per_listing and "page_specs" not in per_listing
-    assert "from page_specs" in per_binary and "page_tags" in per_binary and "listing_binaries" not in per_binary
+    assert "join listing_binaries" in per_listing and "page_specs" not in per_listing
+    assert "join page_specs" in per_binary and "page_tags" in per_binary and "listing_binaries" not in per_binary
 
 
 @pytest.mark.asyncio

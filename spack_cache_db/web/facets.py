@@ -98,7 +98,9 @@ class _Precounted(Facet):
 
     async def _count_live(self, columns, stored):
         """({column: [(value, count), ...] in Datasette's order} of the filtered rows, [the columns whose
-        count ran out of time])."""
+        count ran out of time, or would: all of them when the page's live count took longer than a facet may])."""
+        if counts.count_outlasted_facets(self.request, self.ds):
+            return {}, list(columns)
         counted, timed_out = {}, []
         for grouped_by, groups in await self._live_groups(stored, columns):
             mine = [(position, column) for position, column in enumerate(grouped_by) if column in columns]
