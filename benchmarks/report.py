@@ -54,7 +54,7 @@ def page_value(timing, count_limit_ms):
     if timing["row_count"] is None and "full_text" in timing:
         floor = (
             f"; the full-text index alone matches {full_text_words(timing['full_text'])}, where a row count may "
-            f"take {count_limit_ms} ms"
+            f"take up to {count_limit_ms} ms"
         )
     return f"{timing['p95_ms']:.0f} ms, {count}{status}{floor}"
 
@@ -515,9 +515,9 @@ def render_full_text(serving):
     )
     return [
         f"What each search matches in the full-text index, listed with SQL (no time limit, median of 3): {found}. "
-        "A row count may take "
-        f"{serving['count_time_limit_ms']} ms (Datasette's facet_time_limit_ms), and counting the binaries of those rows "
-        "reads at least them.",
+        f"A row count may take up to {serving['count_time_limit_ms']} ms (what the page has left of Datasette's"
+        " sql_time_limit_ms, less facet_time_limit_ms kept for the rest of it), and counting the binaries of those"
+        " rows reads at least them.",
         "",
     ]
 
