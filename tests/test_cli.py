@@ -1,5 +1,7 @@
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -168,3 +170,15 @@ def test_quiet_and_pipes_show_no_progress(tmp_path):
     assert (stdout, terminal) == ("", "")
     piped = run("build", SEEDS, "-o", str(tmp_path / "d.db"))
     assert "Reading pages" not in piped.output
+
+
+def test_the_command_line_imports_no_datasette():
+    """A build, and a question asked from the terminal, run the canned queries' SQL without the Datasette
+    plugin: importing Datasette took a quarter of a second of every command."""
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, spack_cache_db.cli; print(sorted({m.split('.')[0] for m in sys.modules}))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "'spack_cache_db'" in imported and "'datasette'" not in imported

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from paths import METADATA_YML, ROOT
 
 from spack_cache_db.cli import cli
-from spack_cache_db.query import spec
+from spack_cache_db.query import canned, spec
 from spack_cache_db.web import describe, views
 
 METADATA = describe.build_metadata()
@@ -131,8 +131,8 @@ def write_query(folder, name, text):
 )
 def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, complaint):
     path = write_query(tmp_path, "broken", text)
-    with pytest.raises(describe.MetadataError, match=re.escape(complaint)):
-        describe.read_query(path)
+    with pytest.raises(canned.MetadataError, match=re.escape(complaint)):
+        canned.read_query(path)
 
 
 def test_query_file_header_and_sql_are_split(tmp_path):
@@ -142,7 +142,7 @@ def test_query_file_header_and_sql_are_split(tmp_path):
         "-- title: The answer\n-- description: >-\n--   Always 42.\n-- params: [x]\n-- button: Ask\n"
         "-- rows: [answer, answers]\nSELECT 42, :x\n",
     )
-    query = describe.read_query(path)
+    query = canned.read_query(path)
     assert (query.name, query.title, query.description, query.params, query.button, query.rows, query.sql) == (
         "answer",
         "The answer",

@@ -10,14 +10,13 @@ import pytest
 from datasette.utils import escape_fts
 
 from spack_cache_db.db import schema
-from spack_cache_db.query import find
-from spack_cache_db.web import describe
+from spack_cache_db.query import canned, find
 
 # The searches the README and the metadata offer as examples, then words of each kind a listing has.
 OFFERED = ["hdf5 mpi", "cuda_arch=80", "neoverse_v2 gcc", "e4s-oneapi", 'hdf5 mpi "neoverse_v2"', "mpi"]
 
 
-DEPENDENTS = describe.read_query(describe.QUERIES / "dependents.sql").sql
+DEPENDENTS = canned.read_query(canned.QUERIES / "dependents.sql").sql
 
 
 def objects(db):

@@ -17,8 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from spack_cache_db.db import schema
-from spack_cache_db.query import lookup
-from spack_cache_db.web import describe
+from spack_cache_db.query import canned, lookup
 
 NEEDED_TO_INSTALL = ("link", "run")
 DEPTYPE_ORDER = tuple(schema.DEPTYPE_FLAGS)  # Spack's order
@@ -317,4 +316,4 @@ def dependents(conn, target, tag_name=None):
 
 @functools.cache
 def _dependents_sql():
-    return describe.read_query(describe.QUERIES / "dependents.sql").sql
+    return canned.read_query(canned.QUERIES / "dependents.sql").sql

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from spack_cache_db.db.connection import database_uri
 from spack_cache_db.db.schema import SCHEMA_VERSION
+from spack_cache_db.query import canned
 from spack_cache_db.query import spec as spec_module
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
-from spack_cache_db.web import describe
 
-QUERY = describe.read_query(describe.QUERIES / "find_binaries.sql")
+QUERY = canned.read_query(canned.QUERIES / "find_binaries.sql")
 # How many rows the SQL gives at most, with a package and without one.
 ROW_LIMITS = tuple(
     map(int, re.search(r"LIMIT \(SELECT CASE WHEN package = '' THEN (\d+) ELSE (\d+) END", QUERY.sql).groups())
