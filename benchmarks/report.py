@@ -384,6 +384,7 @@ def render_incremental(pages):
             RUN_HEADER,
             [
                 run_row("unchanged rebuild", unchanged),
+                ["one addition first, untimed", f"{added['warm_up_s']:.2f} s", "", "", ""],
                 run_row(f"add tag {pages['extra_tag']} to a copy", added["add_tag"]),
                 run_row("remove it again (the build without it)", added["remove_tag"]),
                 run_row("that tag alone, new file", added["tag_alone"]),

@@ -302,9 +302,14 @@ def measure_add_tag(code, corpus, extra, db, folder, runs):
     at least do to know it need not read them).
 
     The corpus is passed as the same path the full build had, so its pages are recognised as
-    unchanged and only the new tag's pages are read.
+    unchanged and only the new tag's pages are read. One addition runs first, untimed: the first after a full
+    build ran slower than the next ones (by hand, 8.0 s, then 4.9 s; the report at 37c965b: 7.6 s, then down
+    to 6.4 s), so the median was of a machine still settling.
     """
     added_db, alone_db, copied = folder / "add_tag.db", folder / "tag_alone.db", folder / "plain_copy.db"
+    shutil.copyfile(db, added_db)
+    warm_up = run_measured(builder_command(code, [corpus, extra], added_db))
+    log(f"add a tag first, untimed: {warm_up['wall_s']:.2f} s")
     added, removed, alone, copies, floors = [], [], [], [], []
     for number in range(1, runs + 1):
         shutil.copyfile(db, added_db)
@@ -328,6 +333,7 @@ def measure_add_tag(code, corpus, extra, db, folder, runs):
     added_db.unlink()
     beyond_copy_s = added["wall_s"] - copy_s
     return {
+        "warm_up_s": warm_up["wall_s"],
         "add_tag": added,
         "tag_alone": alone,
         "copy_s": copy_s,

@@ -553,7 +553,9 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
         assert pages["full_build"]["builder"]["peak_rss_mib"] > 0
         assert pages["unchanged_rebuild"]["wrote_nothing"] and pages["add_tag"]["counts_add_up"]
         assert pages["add_tag"]["removed_as_before"] and pages["add_tag"]["remove_tag"]["wall_s"] > 0
-        assert pages["add_tag"]["copy_s"] > 0
+        assert pages["add_tag"]["copy_s"] > 0 and pages["add_tag"]["warm_up_s"] > 0
+        incremental = section(report, "### Incremental builds", after=f"## Pages, {shape} shape")
+        assert f"| one addition first, untimed | {pages['add_tag']['warm_up_s']:.2f} s |" in incremental
         largest = dict(pages["database"]["largest"])
         assert largest and sum(largest.values()) <= pages["database"]["bytes"]
         served_text = section(report, "### Served pages", after=f"## Pages, {shape} shape")
