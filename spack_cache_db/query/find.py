@@ -19,7 +19,7 @@ from spack_cache_db.records import InputError
 QUERY = canned.read_query(canned.QUERIES / "find_binaries.sql")
 # How many rows the SQL gives at most, with a package and without one.
 ROW_LIMITS = tuple(
-    map(int, re.search(r"LIMIT \(SELECT CASE WHEN package = '' THEN (\d+) ELSE (\d+) END", QUERY.sql).groups())
+    map(int, re.search(r"row_limit AS \(SELECT CASE WHEN package = '' THEN (\d+) ELSE (\d+) END", QUERY.sql).groups())
 )
 EVERY_TAG = "*"
 LIST_COLUMNS = ("variants", "stacks")  # JSON arrays in the database, lists in JSON output
