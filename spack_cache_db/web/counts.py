@@ -446,12 +446,11 @@ def answer_counts(datasette, db, database):
                 _COUNTED.set(None)
                 if counted.rows is not None:
                     return Results([(counted.rows,)], False, [("count(*)",)])
+                if counted.sql is not None:
+                    sql, params = counted.sql, {**(params or {}), **counted.params}
                 started = monotonic()
                 try:
-                    if counted.sql is None:
-                        return await execute(sql, params, custom_time_limit=_time_left(datasette, counted))
-                    params = {**(params or {}), **counted.params}
-                    return await execute(counted.sql, params, custom_time_limit=_time_left(datasette, counted))
+                    return await execute(sql, params, custom_time_limit=_time_left(datasette, counted))
                 finally:
                     counted.scope[LIVE_COUNT_TOOK] = monotonic() - started
         return await execute(sql, params, *args, **kwargs)
