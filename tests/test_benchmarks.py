@@ -619,6 +619,8 @@ def check_floors(pages, corpus, report, shape):
     targets = {row[1]: row[2] for row in table_rows(section(report, "## Targets")) if row[0] == f"pages, {shape} shape"}
     assert f"writing its rows alone (floor) {floor['ratio_wall']:.2f}x" in targets[BUILD_TARGETS[0]]
     assert f"{without:.2f}x without finding {unchanged['files']:,} files unchanged" in targets[PAGES_TARGETS[5]]
+    removal_without = (added["remove_beyond_copy_s"] - unchanged["seconds"]) / added["tag_alone"]["wall_s"]
+    assert f"{removal_without:.2f}x without finding {unchanged['files']:,} files unchanged" in targets[PAGES_TARGETS[7]]
     build_section = section(report, "### Full build", after=f"## Pages, {shape} shape")
     assert f"**{floor['ratio_wall']:.2f}x** the lower bound" in build_section
     pages_bytes = sum(page.stat().st_size for page in benchmark_module("lower_bound").page_paths(Path(corpus)))
@@ -627,7 +629,9 @@ def check_floors(pages, corpus, report, shape):
     largest = table_rows(build_section)[4:]  # after the runs' table (header and two rows) and its own header
     assert largest and {row[0].strip("`") for row in largest} <= set(floor["parts"])
     incremental = section(report, "### Incremental builds", after=f"## Pages, {shape} shape")
-    assert f"costs **{without:.2f}x** building that tag alone" in incremental
+    assert f"costs **{without:.2f}x** building that tag alone, and removing it again **{removal_without:.2f}x**" in (
+        incremental
+    )
     assert f"the corpus's {unchanged['files']:,} files found unchanged (floor)" in incremental
 
 
