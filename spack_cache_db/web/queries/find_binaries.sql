@@ -361,19 +361,18 @@ row_limit AS (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END AS rows FROM 
 -- lists. Versions, a hash and the spec's filters leave out whole packages first. Configurations come
 -- through the listing (the spec's own). Its LIMIT keeps SQLite from merging found's WHERE into it: found
 -- reads these rows as they are sorted. Unless found walks down, it is found's (sorting keeps only that many).
+-- The rows carry the sort's keys and ids: the spec string and the rest are made for the rows shown only (cit
+-- in every tag of the index history sorts 146,146 rows: 476 ms with them, 247 ms without).
 in_order AS (
     SELECT
         packages.name AS package,
-        configuration_specs.version,
         configuration_specs.version_rank,
         configuration_specs.compiler,
         configuration_specs.os,
-        configuration_specs.platform,
         configuration_specs.target,
-        configuration_specs.variants,
-        configuration_specs.spec,
         specs.hash,
-        stack_sets.stacks,
+        configurations.id AS configuration_id,
+        listings.stack_set_id,
         wanted_tags.name AS tag,
         wanted_tags.sort_order AS tag_order,
         wanted_tags.id AS tag_id,
@@ -456,27 +455,30 @@ found AS MATERIALIZED (
     LIMIT (SELECT rows FROM row_limit)
 )
 SELECT
-    package,
-    version,
-    spec,
-    hash,
-    stacks,
-    (SELECT install FROM tag_installs WHERE tag_installs.tag_id = found.tag_id) || hash AS install,
-    tag,
-    compiler,
-    os,
-    platform,
-    target,
-    variants,
+    found.package,
+    shown.version,
+    shown.spec,
+    found.hash,
+    stack_sets.stacks,
+    (SELECT install FROM tag_installs WHERE tag_installs.tag_id = found.tag_id) || found.hash AS install,
+    found.tag,
+    found.compiler,
+    found.os,
+    shown.platform,
+    found.target,
+    shown.variants,
     -- Links to the package's other pages, on its first row only: rendering them costs time. The addresses
     -- are relative to this page's (so they work whatever the database is called); of the characters a
     -- package's name may hold, only + means something else in a URL.
     CASE WHEN row_number() OVER (
-        PARTITION BY package ORDER BY version_rank DESC, tag_order, compiler, os, target, hash
+        PARTITION BY found.package
+        ORDER BY found.version_rank DESC, found.tag_order, found.compiler, found.os, found.target, found.hash
     ) = 1 THEN (
         SELECT '[versions](package_versions?package=' || name || ') · [timeline](version_timeline?package='
             || name || ') · [chart](../-/dashboards/package-history?package=' || name || ')'
-        FROM (SELECT replace(package, '+', '%2B') AS name)
+        FROM (SELECT replace(found.package, '+', '%2B') AS name)
     ) END AS links
 FROM found
-ORDER BY package, version_rank DESC, tag_order, compiler, os, target, hash
+CROSS JOIN configuration_specs AS shown ON shown.configuration_id = found.configuration_id
+CROSS JOIN stack_sets ON stack_sets.id = found.stack_set_id
+ORDER BY found.package, found.version_rank DESC, found.tag_order, found.compiler, found.os, found.target, found.hash
