@@ -241,7 +241,7 @@ async def test_each_way_of_the_dependents_question_gives_a_plain_walks_answer(sh
     rows = await web_dependents(datasette_for(shaped), package=target, tag="develop")
     assert rows == Reference(shaped).dependents(target, "develop")
     assert len(rows) == found
-    sql = canned.read_query(canned.QUERIES / "dependents.sql").sql
+    sql = canned.named("dependents").sql
     ways = sql[: sql.index("\nfound AS (")].rstrip().rstrip(",") + (
         " SELECT (SELECT yes FROM all_nearest), (SELECT binaries FROM batch_size), (SELECT max(enough) FROM batch_found),"
         " (SELECT count(*) FROM walked)"
@@ -338,7 +338,7 @@ def test_each_question_is_prepared_from_a_bounded_number_of_subqueries(path):
 )
 def test_the_dependents_plan_walks_once_and_reads_no_whole_table(growing, params):
     conn = sqlite3.connect(growing["large"])
-    steps = plan(conn, canned.read_query(canned.QUERIES / "dependents.sql").sql, params)
+    steps = plan(conn, canned.named("dependents").sql, params)
     assert any(detail == "RECURSIVE STEP" for _, detail in steps.values())
     assert recursions_rerun_per_row(steps) == []
     assert whole_reads(steps) == has_edges(conn)
@@ -415,7 +415,7 @@ def test_dependents_work_does_not_grow_with_the_packages_specs_in_other_tags(tmp
         name: steps_of(db, lambda conn: dependencies.dependents(conn, "zlib", "develop")) for name, db in dbs.items()
     }
     assert steps["beside"] < 1.1 * steps["alone"], steps
-    sql = canned.read_query(canned.QUERIES / "dependents.sql").sql
+    sql = canned.named("dependents").sql
     found = plan(sqlite3.connect(dbs["beside"]), sql, {"package": "zlib", "hash": "", "tag": "develop"})
     lookups = {detail for _, detail in found.values() if "dependency_only_specs" in detail}
     assert "SEARCH dependency_only_specs USING PRIMARY KEY (configuration_id=? AND tag_id=?)" in lookups, lookups
@@ -461,7 +461,7 @@ def test_hash_lookup_reads_the_edges_of_the_specs_found_only(growing):
     """A binary's direct dependencies come through the edges' key (spec_id): the dependencies view spells the
     dependent's hash out per row, so a filter on that hash read every edge (22.8M in a history built from
     indexes: the question timed out)."""
-    sql = canned.read_query(canned.QUERIES / "hash_lookup.sql").sql
+    sql = canned.named("hash_lookup").sql
     conn = sqlite3.connect(growing["large"])
     spec_hash = develop_spec(conn, "app3")
     (row,) = conn.execute(sql, {"hash": spec_hash}).fetchall()
@@ -476,7 +476,7 @@ def test_hash_lookup_reads_the_edges_of_the_specs_found_only(growing):
 def test_the_dependents_question_on_pages_reads_nothing_however_many_binaries_the_package_has(tmp_path, params):
     """Pages have no edges: the question answers at once, the same work whether the package has its binaries
     in one tag or in eight (it used to check every spec of the package in every tag)."""
-    sql = canned.read_query(canned.QUERIES / "dependents.sql").sql
+    sql = canned.named("dependents").sql
 
     def ask(conn):
         return conn.execute(sql, {**params, "tag": "v0"}).fetchall()
@@ -494,7 +494,7 @@ def test_the_dependents_question_on_pages_reads_nothing_however_many_binaries_th
 def test_the_dependency_tree_reads_each_spec_from_its_key(growing):
     spec = develop_spec(sqlite3.connect(growing["small"]), "app4")
     conn = sqlite3.connect(growing["large"])
-    steps = plan(conn, canned.read_query(canned.QUERIES / "dependency_tree.sql").sql, {"hash": spec, "tag": ""})
+    steps = plan(conn, canned.named("dependency_tree").sql, {"hash": spec, "tag": ""})
     assert recursions_rerun_per_row(steps) == []
     assert whole_reads(steps) == has_edges(conn)
     trees = {

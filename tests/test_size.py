@@ -16,7 +16,7 @@ from spack_cache_db.query import canned, find
 OFFERED = ["hdf5 mpi", "cuda_arch=80", "neoverse_v2 gcc", "e4s-oneapi", 'hdf5 mpi "neoverse_v2"', "mpi"]
 
 
-DEPENDENTS = canned.read_query(canned.QUERIES / "dependents.sql").sql
+DEPENDENTS = canned.named("dependents").sql
 
 
 def objects(db):

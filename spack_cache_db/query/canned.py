@@ -10,6 +10,7 @@ read from here without importing the plugin: a build or a question asked from th
 for Datasette to import.
 """
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -95,3 +96,9 @@ def _check_params(path, params, sql):
 
 def read_queries(folder=QUERIES):
     return [read_query(path) for path in sorted(Path(folder).glob("*.sql"))]
+
+
+@functools.cache
+def named(name):
+    """The package's canned query called name (queries/<name>.sql), read once."""
+    return read_query(QUERIES / f"{name}.sql")

@@ -10,7 +10,6 @@ and every other edge to it refers back to that place, so a DAG that shares subtr
 per spec and per edge, never one per path.
 """
 
-import functools
 import json
 import sqlite3
 from collections import deque
@@ -311,9 +310,4 @@ def dependents(conn, target, tag_name=None):
     lookup.require_edges(conn)
     cursor = conn.cursor()
     cursor.row_factory = sqlite3.Row
-    return [dict(row) for row in cursor.execute(_dependents_sql(), {**params, "tag": tag_name or ""})]
-
-
-@functools.cache
-def _dependents_sql():
-    return canned.read_query(canned.QUERIES / "dependents.sql").sql
+    return [dict(row) for row in cursor.execute(canned.named("dependents").sql, {**params, "tag": tag_name or ""})]

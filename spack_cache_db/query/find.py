@@ -16,7 +16,7 @@ from spack_cache_db.query import spec as spec_module
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
 
-QUERY = canned.read_query(canned.QUERIES / "find_binaries.sql")
+QUERY = canned.named("find_binaries")
 # How many rows the SQL gives at most, with a package and without one.
 ROW_LIMITS = tuple(
     map(int, re.search(r"row_limit AS \(SELECT CASE WHEN package = '' THEN (\d+) ELSE (\d+) END", QUERY.sql).groups())
