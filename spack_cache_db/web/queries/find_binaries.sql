@@ -307,8 +307,10 @@ walk_up AS MATERIALIZED (
     END AS up
     FROM root_binaries
 ),
+-- down: the binaries' DAGs are walked down (there are dependencies, and they are not found up).
 walk AS MATERIALIZED (
-    SELECT up, CASE WHEN few OR up THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known
+    SELECT up, CASE WHEN few OR up THEN 0 ELSE (SELECT count(*) FROM dependency_specs) <= 10000 END AS known,
+        NOT up AND (SELECT dependencies FROM args) > 0 AS down
     FROM walk_up
 ),
 -- +mpi and ~mpi match exactly; name=value also matches name:=value and one value of a
@@ -378,7 +380,7 @@ in_order AS (
         wanted_tags.id AS tag_id,
         specs.id AS spec_id,
         args.dependencies,
-        NOT walk.up AND args.dependencies > 0 AS by_walking_down,
+        walk.down,
         walk.known
     FROM packages
     CROSS JOIN args
@@ -414,8 +416,7 @@ in_order AS (
       ))
     ORDER BY packages.name, configuration_specs.version_rank DESC, wanted_tags.sort_order,
         configuration_specs.compiler, configuration_specs.os, configuration_specs.target, specs.hash
-    LIMIT (SELECT CASE WHEN args.dependencies > 0 AND NOT walk.up THEN -1 ELSE row_limit.rows END
-           FROM args CROSS JOIN walk CROSS JOIN row_limit)
+    LIMIT (SELECT CASE WHEN walk.down THEN -1 ELSE row_limit.rows END FROM walk CROSS JOIN row_limit)
 ),
 -- The first rows in order whose DAG holds the spec's dependencies. Walking down a binary's DAG costs the
 -- most, so it is done here, on the sorted rows: it stops with the LIMIT, not after every binary of the
@@ -423,7 +424,7 @@ in_order AS (
 -- MATERIALIZED: merged into the window below, the LIMIT would count the rows after it sorts them all.
 found AS MATERIALIZED (
     SELECT * FROM in_order
-    WHERE NOT in_order.by_walking_down OR in_order.dependencies = (
+    WHERE NOT in_order.down OR in_order.dependencies = (
         -- Down the DAG: the walk keeps which edges provide a virtual asked for (few do), so that it visits
         -- each spec about once.
         WITH RECURSIVE below(spec_id, provides) AS (
