@@ -134,18 +134,11 @@ def pages_targets(shape, pages):
         *build_targets(corpus, pages),
         target(corpus, "Size per binary (cache.db bytes / binaries)", f"{database['bytes_per_binary']:.0f} bytes",
                f"<= {MAX_BYTES_PER_BINARY} bytes", database["bytes_per_binary"] <= MAX_BYTES_PER_BINARY),
-        target(corpus, "Adding a tag beyond a plain copy / that tag alone",
-               f"{added['ratio_wall']:.2f}x (({added['add_tag']['wall_s']:.1f} s - copy {added['copy_s']:.1f} s) / "
-               f"{added['tag_alone']['wall_s']:.1f} s); {added['ratio_without_floor']:.2f}x without finding "
-               f"{added['unchanged_floor']['files']:,} files unchanged (floor {added['floor_ratio']:.2f}x)",
+        target(corpus, "Adding a tag beyond a plain copy / that tag alone", change_text(added, ADDING),
                f"<= {MAX_ADD_TAG_RATIO}x", added["ratio_wall"] <= MAX_ADD_TAG_RATIO),
         target(corpus, "Adding a tag: pages and binaries add up", "yes" if added["counts_add_up"] else "no", "yes",
                added["counts_add_up"]),
-        target(corpus, "Removing that tag again beyond a plain copy / that tag alone",
-               f"{added['remove_ratio_wall']:.2f}x (({added['remove_tag']['wall_s']:.1f} s - copy "
-               f"{added['copy_s']:.1f} s) / {added['tag_alone']['wall_s']:.1f} s); "
-               f"{removal_without_floor(added):.2f}x without finding {added['unchanged_floor']['files']:,} files "
-               f"unchanged (floor {added['floor_ratio']:.2f}x)",
+        target(corpus, "Removing that tag again beyond a plain copy / that tag alone", change_text(added, REMOVING),
                f"<= {MAX_ADD_TAG_RATIO}x", added["remove_ratio_wall"] <= MAX_ADD_TAG_RATIO),
         target(corpus, "Removing that tag: row counts as before it was added",
                "yes" if added["removed_as_before"] else "no", "yes", added["removed_as_before"]),
@@ -416,10 +409,26 @@ def render_incremental(pages):
     ]
 
 
-def removal_without_floor(added):
-    """Removing the tag again, as a ratio to that tag alone, without the unchanged-input floor: the build
-    without the tag finds the same corpus's files unchanged."""
-    return (added["remove_beyond_copy_s"] - added["unchanged_floor"]["seconds"]) / added["tag_alone"]["wall_s"]
+# Adding the tag to a copy and removing it again: add_tag's keys for each (its runs, its ratio, its seconds
+# beyond the plain copy).
+ADDING = ("add_tag", "ratio_wall", "beyond_copy_s")
+REMOVING = ("remove_tag", "remove_ratio_wall", "remove_beyond_copy_s")
+
+
+def without_floor(added, change):
+    """A change's ratio to that tag alone without the unchanged-input floor: adding the tag and removing it
+    again both find the same corpus's files unchanged."""
+    beyond_copy_s = added[change[2]]
+    return (beyond_copy_s - added["unchanged_floor"]["seconds"]) / added["tag_alone"]["wall_s"]
+
+
+def change_text(added, change):
+    runs, ratio, _ = change
+    return (
+        f"{added[ratio]:.2f}x (({added[runs]['wall_s']:.1f} s - copy {added['copy_s']:.1f} s) / "
+        f"{added['tag_alone']['wall_s']:.1f} s); {without_floor(added, change):.2f}x without finding "
+        f"{added['unchanged_floor']['files']:,} files unchanged (floor {added['floor_ratio']:.2f}x)"
+    )
 
 
 def render_unchanged_floor(added):
@@ -433,8 +442,8 @@ def render_unchanged_floor(added):
         ]
     else:
         verdicts = [
-            floor_verdict("adding", added["ratio_wall"], added["ratio_without_floor"]),
-            floor_verdict("removing", added["remove_ratio_wall"], removal_without_floor(added)),
+            floor_verdict("adding", added["ratio_wall"], without_floor(added, ADDING)),
+            floor_verdict("removing", added["remove_ratio_wall"], without_floor(added, REMOVING)),
         ]
     return " ".join(
         [
@@ -442,8 +451,8 @@ def render_unchanged_floor(added):
             f"the build's own steps for files it read before, that the corpus's {floor['files']:,} files did not "
             f"change takes {floor['seconds']:.2f} s (the run of {floor['parts_of_s']:.2f} s: {parts}), {ratio:.2f}x "
             "building that tag alone; no incremental build skips it, adding the tag or removing it again. Without "
-            f"it, adding the tag costs **{added['ratio_without_floor']:.2f}x** building that tag alone, and "
-            f"removing it again **{removal_without_floor(added):.2f}x**.",
+            f"it, adding the tag costs **{without_floor(added, ADDING):.2f}x** building that tag alone, and "
+            f"removing it again **{without_floor(added, REMOVING):.2f}x**.",
             *filter(None, verdicts),
         ]
     )

@@ -342,7 +342,6 @@ def measure_add_tag(code, corpus, extra, db, folder, runs):
         "ratio_wall": beyond_copy_s / alone["wall_s"],
         "unchanged_floor": floor,
         "floor_ratio": floor["seconds"] / alone["wall_s"],
-        "ratio_without_floor": (beyond_copy_s - floor["seconds"]) / alone["wall_s"],
         "counts_add_up": counts,
         "remove_tag": removed,
         "remove_beyond_copy_s": removed["wall_s"] - copy_s,

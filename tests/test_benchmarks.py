@@ -614,7 +614,7 @@ def check_floors(pages, corpus, report, shape):
     assert set(unchanged["parts"]) == {"walk", "recorded identities", "stat and compare"}
     assert added["floor_ratio"] == unchanged["seconds"] / added["tag_alone"]["wall_s"]
     without = (added["beyond_copy_s"] - unchanged["seconds"]) / added["tag_alone"]["wall_s"]
-    assert added["ratio_without_floor"] == without < added["ratio_wall"]
+    assert without < added["ratio_wall"]
 
     targets = {row[1]: row[2] for row in table_rows(section(report, "## Targets")) if row[0] == f"pages, {shape} shape"}
     assert f"writing its rows alone (floor) {floor['ratio_wall']:.2f}x" in targets[BUILD_TARGETS[0]]
