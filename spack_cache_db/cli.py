@@ -248,10 +248,12 @@ def find(spec, database, tags, host, output_format):
     if not found.rows:
         click.echo("\n".join([f"No binary matches {text!r}.", *map(str, unknown)]), err=True)
         sys.exit(1)
-    if found.limited:
-        click.echo(
-            f"These are the first {len(found.rows):,} binaries: narrow the spec or --tag for the rest.", err=True
-        )
+    _say_if_limited(found, "narrow the spec or --tag for the rest")
+
+
+def _say_if_limited(answer, what_then):
+    if answer.limited:
+        click.echo(f"These are the first {len(answer.rows):,} binaries: {what_then}.", err=True)
 
 
 TABLE_HEADER = ("hash", "spec", "tag", "stacks")
@@ -398,14 +400,15 @@ def dependents(target, database, tag, output_format):
     none does."""
     found = _ask(database, lambda conn: dependencies.dependents(conn, target, tag))
     if output_format == "json":
-        _print_json(found)
+        _print_json(found.rows)
     else:
-        for row in found:
+        for row in found.rows:
             how = "directly" if row["directly"] == "yes" else "through others"
             click.echo(f"{row['hash'][:7]}  {row['spec']}  ({how}; {', '.join(json.loads(row['stacks']))})")
-    if not found:
+    if not found.rows:
         click.echo(f"No binary of {tag or 'the default tag'} links against {target}.", err=True)
         sys.exit(1)
+    _say_if_limited(found, "the web's answer stops there too")
 
 
 @cli.command()

@@ -23,8 +23,9 @@ from datasette.app import Datasette
 from datasette.database import Database
 from mirrors import write_v2
 from pagemaker import write_spread_corpus
-from test_dependencies import dag_hash
+from test_dependencies import dag_hash, terminal
 from test_indexes import LIBDWARF_M1
+from test_queries import with_row_limit
 
 from spack_cache_db.build import build
 from spack_cache_db.db import schema
@@ -179,8 +180,8 @@ class Reference:
             if kind in link:
                 self.into[dependency].append(spec)
 
-    def dependents(self, target, tag):
-        """[(package, version, hash, directly)] in the answer's order, at most 1,000: the walk goes through the
+    def dependents(self, target, tag, most=1000):
+        """[(package, version, hash, directly)] in the answer's order, at most most: the walk goes through the
         tag's binaries; the targets are the package's specs the tag lists or no tag lists (or the spec a hash
         names)."""
         tag_id = self.tags[tag]
@@ -200,8 +201,39 @@ class Reference:
                     queue.append(spec)
         directly = {spec for target_id in targets for spec in self.into[target_id]}
         names = self.names
-        rows = sorted(found, key=lambda spec: (names[spec][1], -self.ranks[spec], names[spec][0]))[:1000]
+        rows = sorted(found, key=lambda spec: (names[spec][1], -self.ranks[spec], names[spec][0]))[:most]
         return [(names[spec][1], names[spec][2], names[spec][0], spec in directly) for spec in rows]
+
+
+def ways_taken(db, sql, target):
+    """(all nearest, batch size, whether the batch held enough, walked) of the dependents SQL for a package."""
+    ways = sql[: sql.index("\nfound AS (")].rstrip().rstrip(",") + (
+        " SELECT (SELECT yes FROM all_nearest), (SELECT binaries FROM batch_size), (SELECT max(enough) FROM batch_found),"
+        " (SELECT count(*) FROM walked)"
+    )
+    return lookup.open_database(db).execute(ways, {"package": target, "hash": "", "tag": ""}).fetchone()
+
+
+@pytest.mark.parametrize("target", ["tiny-lib", "dense-lib", "mixed-lib", "lumpy-lib", "sparse-lib"])
+def test_every_way_of_the_dependents_question_stops_at_its_row_limit(shaped, target):
+    """Each way (the nearest, a batch, the whole walk) sizes its work and its answer from row_limit alone: with
+    300, dense-lib's batch is 375 binaries and holds them."""
+    conn = lookup.open_database(shaped)
+    sql = with_row_limit(canned.named("dependents").sql, 300)
+    rows = conn.execute(sql, {"package": target, "hash": "", "tag": ""}).fetchall()
+    assert [(package, version, spec, directly == "yes") for package, version, spec, directly, *_ in rows] == Reference(
+        shaped
+    ).dependents(target, "develop", most=300)
+    if target == "dense-lib":
+        assert ways_taken(shaped, sql, target) == (0, 375, 1, 0)
+
+
+def test_the_terminal_says_when_there_may_be_more_dependents(shaped):
+    status, out, err = terminal("dependents", "dense-lib", db=shaped)
+    assert (status, len(out.splitlines())) == (0, 1000)
+    assert err == "These are the first 1,000 binaries: the web's answer stops there too.\n"
+    status, out, err = terminal("dependents", "tiny-lib", db=shaped)
+    assert (status, len(out.splitlines()), err) == (0, 5, "")
 
 
 def datasette_for(db):
@@ -241,13 +273,7 @@ async def test_each_way_of_the_dependents_question_gives_a_plain_walks_answer(sh
     rows = await web_dependents(datasette_for(shaped), package=target, tag="develop")
     assert rows == Reference(shaped).dependents(target, "develop")
     assert len(rows) == found
-    sql = canned.named("dependents").sql
-    ways = sql[: sql.index("\nfound AS (")].rstrip().rstrip(",") + (
-        " SELECT (SELECT yes FROM all_nearest), (SELECT binaries FROM batch_size), (SELECT max(enough) FROM batch_found),"
-        " (SELECT count(*) FROM walked)"
-    )
-    params = {"package": target, "hash": "", "tag": ""}
-    nearest, batch, enough, walked = lookup.open_database(shaped).execute(ways, params).fetchone()
+    nearest, batch, enough, walked = ways_taken(shaped, canned.named("dependents").sql, target)
     if way == "nearest":
         assert (nearest, batch, enough, walked) == (1, 0, None, 0)
     elif way == "batch":
@@ -386,7 +412,9 @@ def test_dependents_work_stays_the_same_as_the_rest_of_the_database_grows(growin
         size: steps_of(db, lambda conn: dependencies.dependents(conn, target, "develop"))
         for size, db in growing.items()
     }
-    rows = {size: dependencies.dependents(lookup.open_database(db), target, "develop") for size, db in growing.items()}
+    rows = {
+        size: dependencies.dependents(lookup.open_database(db), target, "develop").rows for size, db in growing.items()
+    }
     assert [row["hash"] for row in rows["small"]] == [row["hash"] for row in rows["large"]]
     assert 0 < len(rows["small"]) <= 40
     assert answers["large"] < 1.25 * answers["small"], answers
@@ -405,7 +433,7 @@ def test_dependents_work_does_not_grow_with_the_packages_specs_in_other_tags(tmp
     answers = {
         name: [(row["package"], row["hash"], row["directly"]) for row in rows]
         for name, db in dbs.items()
-        if (rows := dependencies.dependents(lookup.open_database(db), "zlib", "develop"))
+        if (rows := dependencies.dependents(lookup.open_database(db), "zlib", "develop").rows)
     }
     assert answers["alone"] == answers["beside"]
     assert [(package, directly) for package, _, directly in answers["alone"] if package == "via-unlisted"] == [
@@ -446,7 +474,7 @@ def test_binaries_that_link_directly_are_not_followed_down(tmp_path):
     library took 2.5M steps, 1.1M since)."""
     dbs = {helpers: build_tags(tmp_path / str(helpers), {"develop": direct_tag(helpers)}) for helpers in (False, True)}
     for db in dbs.values():
-        rows = dependencies.dependents(lookup.open_database(db), "lib", "develop")
+        rows = dependencies.dependents(lookup.open_database(db), "lib", "develop").rows
         found = [(row["package"], row["version"], row["hash"], row["directly"] == "yes") for row in rows]
         assert found == Reference(db).dependents("lib", "develop")
         assert len(rows) == 1000
@@ -591,3 +619,17 @@ def test_a_trees_edges_are_followed_by_their_flags(index_db, tmp_path):
         conn.execute("UPDATE dependency_kinds SET is_link = 0, is_run = 0")
     assert packages(flagless) == {"libdwarf"}
     assert packages(flagless, True) == packages(index_db, True)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "package, said",
+    [
+        ("aa-app", "1,000 binaries of aa-app in develop (the first 1,000)."),
+        ("ab-tool", "5 binaries of ab-tool in develop."),
+    ],
+)
+async def test_the_package_page_says_when_it_lists_the_first_of_more_binaries(shaped, package, said):
+    response = await datasette_for(shaped).client.get("/cache/package?" + urllib.parse.urlencode({"package": package}))
+    found = re.search(r'<p class="spack-found">(.*?)\n', response.text).group(1)
+    assert found == said

@@ -428,14 +428,14 @@ def test_a_missing_database_or_one_not_ours_is_exit_2_and_one_line(db, tmp_path)
 
 
 def test_more_than_the_web_shows_says_so(db):
-    result = find(db, "*")
+    result = find(db, "*")  # no package: the first 100, as the question says
     assert result.returncode == 0
-    assert find_module.ROW_LIMITS == (100, 1000)  # as the question says: 1,000 for a package, 100 without
-    assert len(result.stdout.splitlines()) == 1 + find_module.ROW_LIMITS[0]
-    assert (
-        result.stderr
-        == f"These are the first {find_module.ROW_LIMITS[0]} binaries: narrow the spec or --tag for the rest.\n"
-    )
+    assert len(result.stdout.splitlines()) == 1 + 100
+    assert result.stderr == "These are the first 100 binaries: narrow the spec or --tag for the rest.\n"
+    with sqlite3.connect(db) as conn:
+        assert find_module.find(conn, "*").limit == 100
+        assert find_module.find(conn, "zlib").limit == 1000  # with a package: 1,000
+    assert find(db, "zlib").stderr == ""
 
 
 def test_the_spack_cache_db_script_finds_too(db):

@@ -12,6 +12,7 @@ from pagemaker import spec, write_page
 from test_counts import vm_steps
 
 from spack_cache_db.build import build
+from spack_cache_db.query import canned
 from spack_cache_db.web import describe
 
 pytestmark = pytest.mark.asyncio
@@ -99,6 +100,48 @@ async def test_query_runs_in_sqlite3_as_it_is_with_its_parameters_unset(cache_db
     rows = sqlite3.connect(cache_db).execute(sql, unset).fetchall()
     if name not in ("dependency_tree", "dependents"):  # those two answer Datasette with a sentence row
         assert len(rows) == ROWS_WITH_NO_PARAMETERS[name]
+
+
+def with_row_limit(sql, rows):
+    """The query's SQL with its row_limit set to rows."""
+    sql, replaced = re.subn(r"row_limit AS \(SELECT .*? AS rows\b", f"row_limit AS (SELECT {rows} AS rows", sql)
+    assert replaced == 1
+    return sql
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(name for name, rows in ROWS_WITH_NO_PARAMETERS.items() if rows > 2 and canned.named(name).row_limit_sql),
+)
+async def test_each_answer_stops_at_its_row_limit(ds, name):
+    """The query's every cap on its answer reads its row_limit: set to 2, the answer is the first 2 rows."""
+    sql, db = QUERIES[name]["sql"], ds.get_database("cache")
+    unset = dict.fromkeys(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", sql), "")
+    rows = (await db.execute(sql, unset)).rows
+    assert [tuple(row) for row in (await db.execute(with_row_limit(sql, 2), unset)).rows] == [
+        tuple(row) for row in rows[:2]
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, params, first",
+    [
+        ("find_binaries", {}, 100),  # no package: the first 100 of develop's 439
+        ("runs_on_host", {}, 100),
+        ("search_specs", {}, 100),
+        ("find_binaries", {"spec": "bolt"}, None),  # with a package, up to 1,000
+        ("search_specs", {"q": "bolt"}, None),
+        ("package_versions", {}, None),
+        ("stack_packages", {}, None),
+        ("version_tag_specs", {}, None),
+    ],
+)
+async def test_a_question_with_more_rows_than_it_shows_says_so(ds, name, params, first):
+    response = await ds.client.get(f"/cache/{name}?" + urllib.parse.urlencode(params))
+    heading = re.search(r'<h2 class="spack-found">(.*?)</h2>', response.text, re.DOTALL).group(1)
+    rows = len(await query(ds, name, **params))
+    assert heading.startswith(f"{rows:,} ")
+    assert heading.endswith(f": the first {first:,}") if first else "the first" not in heading, heading
 
 
 @pytest.mark.parametrize("name", sorted(ROWS_WITH_NO_PARAMETERS))

@@ -5,6 +5,10 @@ draws it, and hidden_columns: those its page leaves out, for JSON and CSV); the 
 query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are magic: the plugin makes
 them from the spec field (query/spec.py), and sqlite3 takes them as empty.
 
+A query whose answer is capped declares the cap once, as its common table expression row_limit (one row,
+one column: rows), and its LIMITs read it there. The web page and the terminal run that table alone with the
+same parameters (Query.row_limit_sql), to say "the first N" when the answer has as many rows as its cap.
+
 They are the Datasette plugin's package data (web/queries/; the checkout's top-level queries/ links there),
 read from here without importing the plugin: a build or a question asked from the terminal does not wait
 for Datasette to import.
@@ -40,6 +44,7 @@ class Query:
     sql: str
     chart: str | None = None
     hidden_columns: list | None = None
+    row_limit_sql: str | None = None  # the most rows its answer has, for the same parameters; None: not capped
 
 
 def read_query(path):
@@ -78,6 +83,7 @@ def read_query(path):
         sql,
         fields.get("chart"),
         fields.get("hidden_columns"),
+        _row_limit_sql(path, sql),
     )
 
 
@@ -92,6 +98,47 @@ def _check_params(path, params, sql):
             f"{path}: expected params to list each :parameter of the SQL once: "
             f"header has {params}, SQL uses {sorted(used)}"
         )
+
+
+# The SQL text a query's structure is read from: comments and quoted text (skipped whole, so that their
+# parentheses and words do not count), parentheses and words.
+_TOKENS = re.compile(r"--[^\n]*|/\*.*?\*/|'[^']*'|\"[^\"]*\"|[()]|\w+", re.DOTALL)
+_CTE_KEYWORDS = {"WITH", "RECURSIVE", "AS", "NOT", "MATERIALIZED"}
+
+
+def _row_limit_sql(path, sql):
+    """The query's WITH clause followed by SELECT rows FROM row_limit, when it has a row_limit; None otherwise."""
+    depth, names = 0, set()
+    for token in _TOKENS.finditer(sql):
+        word = token.group()
+        if word == "(":
+            depth += 1
+        elif word == ")":
+            depth -= 1
+        elif depth == 0 and word.upper() == "SELECT":
+            return f"{sql[: token.start()]}SELECT rows FROM row_limit" if "row_limit" in names else None
+        elif depth == 0 and word[0] not in "-/'\"" and word.upper() not in _CTE_KEYWORDS:
+            names.add(word)
+    raise MetadataError(f"{path}: expected a SELECT statement")
+
+
+@dataclass
+class Answer:
+    """A canned query's answer, asked from the terminal."""
+
+    columns: list
+    rows: list  # dicts
+    limit: int | None  # the most rows the query gives for these parameters (most_rows)
+
+    @property
+    def limited(self):
+        """Whether there may be more than the web shows (and so the terminal too)."""
+        return len(self.rows) == self.limit
+
+
+def most_rows(conn, query, params):
+    """The most rows the query answers with these parameters (sqlite3 connection), or None if uncapped."""
+    return None if query.row_limit_sql is None else conn.execute(query.row_limit_sql, params).fetchone()[0]
 
 
 def read_queries(folder=QUERIES):

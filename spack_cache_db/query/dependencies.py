@@ -11,7 +11,6 @@ per spec and per edge, never one per path.
 """
 
 import json
-import sqlite3
 from collections import deque
 from dataclasses import dataclass
 
@@ -293,7 +292,7 @@ def _nested(root_id, children, dependencies, parent):
 
 
 def dependents(conn, target, tag_name=None):
-    """The rows of the dependents question (queries/dependents.sql, run as Datasette runs it) for a package
+    """The answer (canned.Answer) of the dependents question (queries/dependents.sql, run as Datasette runs it) for a package
     name or a hash (written /hash, or a prefix that no package is called): which binaries of the tag link
     against it, directly or through other libraries."""
     text = target.strip()
@@ -308,6 +307,8 @@ def dependents(conn, target, tag_name=None):
     if tag_name:
         lookup.tag_named(conn, tag_name)
     lookup.require_edges(conn)
-    cursor = conn.cursor()
-    cursor.row_factory = sqlite3.Row
-    return [dict(row) for row in cursor.execute(canned.named("dependents").sql, {**params, "tag": tag_name or ""})]
+    query, params = canned.named("dependents"), {**params, "tag": tag_name or ""}
+    cursor = conn.execute(query.sql, params)
+    columns = [column[0] for column in cursor.description]
+    rows = [dict(zip(columns, row, strict=True)) for row in cursor]
+    return canned.Answer(columns, rows, canned.most_rows(conn, query, params))

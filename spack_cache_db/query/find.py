@@ -5,7 +5,6 @@ matched, the names of the spec the database does not hold, with the closest it d
 import difflib
 import fnmatch
 import json
-import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -17,10 +16,6 @@ from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
 
 QUERY = canned.named("find_binaries")
-# How many rows the SQL gives at most, with a package and without one.
-ROW_LIMITS = tuple(
-    map(int, re.search(r"row_limit AS \(SELECT CASE WHEN package = '' THEN (\d+) ELSE (\d+) END", QUERY.sql).groups())
-)
 EVERY_TAG = "*"
 LIST_COLUMNS = ("variants", "stacks")  # JSON arrays in the database, lists in JSON output
 WEB_ONLY_COLUMNS = ("links",)  # Markdown links between the web's pages
@@ -83,22 +78,11 @@ def parameters(spec_text, tags=(), host=""):
     return given
 
 
-@dataclass
-class Found:
-    columns: list
-    rows: list  # dicts
-    limit: int  # the most the SQL gives for this spec
-
-    @property
-    def limited(self):
-        """Whether there may be more than the web shows (and so find too)."""
-        return len(self.rows) == self.limit
-
-
 def find(conn, spec_text, tags=(), host=""):
     """The binaries matching a spec (which must parse), in the web answer's order, without its links: at most as
     many as the web shows."""
-    cursor = conn.execute(QUERY.sql, parameters(spec_text, tags, host))
+    params = parameters(spec_text, tags, host)
+    cursor = conn.execute(QUERY.sql, params)
     every_column = [column[0] for column in cursor.description]
     columns = [column for column in every_column if column not in WEB_ONLY_COLUMNS]
     rows = [
@@ -109,7 +93,7 @@ def find(conn, spec_text, tags=(), host=""):
         }
         for row in cursor
     ]
-    return Found(columns, rows, ROW_LIMITS[1] if spec_module.parse(spec_text).root.name else ROW_LIMITS[0])
+    return canned.Answer(columns, rows, canned.most_rows(conn, QUERY, params))
 
 
 def _value(column, value):

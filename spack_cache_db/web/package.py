@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from spack_cache_db.query import diff, find, lookup
 from spack_cache_db.web import cells, views
-from spack_cache_db.web.questions import rows
+from spack_cache_db.web.questions import most_rows, rows
 
 BINARY_FILTERS = ("version", "variant", "compiler", "os", "target", "host")
 # Per filter, the values this package's binaries have (over every tag), by package name: its versions, and
@@ -91,6 +91,7 @@ class PackagePage:
     filters: dict  # {name: value} of the binaries' filters
     choices: dict  # {name: [(value, group)]}
     binaries: list  # find_binaries' rows, as dicts
+    more_binaries: bool  # whether the tag may have more that match: as many as find_binaries shows at most
     charts: dict  # {slug: chart} of the history dashboard, as its plugin draws them
     dependencies: list  # [(package, versions, deptypes, binaries that need it, external)] in the tag
     dependents: list  # [(package, binaries)]: packages of the tag that link against this one
@@ -114,10 +115,12 @@ async def package_page(datasette, database, request):
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
     has_dependencies = bool(await rows(datasette, database, lookup.HAS_EDGES))
     asked = {"package": package, "tag": tag}
+    params = {**find.parameters(""), **filters, **asked}
     # Independent reads, asked together: Datasette's SQL threads answer them side by side (the binaries,
     # dependencies and dependents of the package with the most binaries took 80 ms one after the other).
-    found, dependencies, dependents, versions, parts, hosts = await asyncio.gather(
-        datasette.execute(database, find_binaries["sql"], {**find.parameters(""), **filters, **asked}),
+    found, most, dependencies, dependents, versions, parts, hosts = await asyncio.gather(
+        datasette.execute(database, find_binaries["sql"], params),
+        most_rows(datasette, database, "find_binaries", params),
         rows(datasette, database, _DEPENDENCIES, asked) if has_dependencies else _none(),
         rows(datasette, database, _DEPENDENTS, asked) if has_dependencies else _none(),
         rows(datasette, database, _VERSIONS, [package]),
@@ -134,6 +137,7 @@ async def package_page(datasette, database, request):
         filters=filters,
         choices=_choices(versions, parts, hosts),
         binaries=binaries,
+        more_binaries=len(binaries) == most,
         charts=dashboard.get("charts", {}),
         dependencies=dependencies,
         dependents=dependents,

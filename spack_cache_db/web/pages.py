@@ -115,10 +115,14 @@ async def _question_vars(datasette, database, request):
     async def sentences(row_count):
         return await questions.sentences(datasette, database, query, request, row_count)
 
+    async def has_more(row_count):
+        return await questions.has_more(datasette, database, name, request, row_count)
+
     given = {
         "spack_layout": "spack_question.html",
         "spack_fields": await questions.form_fields(datasette, database, query, request),
         "spack_sentences": sentences,
+        "spack_has_more": has_more,
         "spack_database_path": datasette.urls.database(database),
         "spack_after_answer": AFTER_ANSWER.get(name),
         "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
-from spack_cache_db.query import find, spec
+from spack_cache_db.query import canned, find, spec
+from spack_cache_db.web import spec as web_spec
 from spack_cache_db.web.metadata import PLUGIN
 
 # The values a name is checked against, per parameter: SQL whose first column lists them.
@@ -131,6 +132,25 @@ async def rows(datasette, database, sql, params=()):
     if key not in cache:
         cache[key] = [tuple(row) for row in (await db.execute(sql)).rows]
     return cache[key]
+
+
+async def has_more(datasette, database, name, request, row_count):
+    """Whether the canned query called name may have more rows than the row_count its answer gave: as many
+    as its row_limit allows for the request's arguments, as Datasette gives them to the query."""
+    query = canned.named(name)
+    if row_count == 0:
+        return False
+    params = {**web_spec.magic_parameters(request), **{param: request.args.get(param, "") for param in query.params}}
+    most = await most_rows(datasette, database, name, params)
+    return most is not None and row_count >= most
+
+
+async def most_rows(datasette, database, name, params):
+    """The most rows the canned query called name answers with these parameters, or None if uncapped."""
+    query = canned.named(name)
+    if query.row_limit_sql is None:
+        return None
+    return (await datasette.get_database(database).execute(query.row_limit_sql, params)).first()[0]
 
 
 async def sentences(datasette, database, query, request, row_count):

@@ -13,8 +13,13 @@ def _parameters(text):
     return spec.sql_parameters(text)
 
 
+def magic_parameters(request):
+    """{":_spec_... parameter's name": value} of the request's spec."""
+    return _parameters(request.args.get("spec", ""))
+
+
 def _from_request(key, request):
-    parameters = _parameters(request.args.get("spec", ""))
+    parameters = magic_parameters(request)
     if f"_spec_{key}" not in parameters:
         raise KeyError(key)
     return parameters[f"_spec_{key}"]

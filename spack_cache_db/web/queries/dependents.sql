@@ -15,6 +15,8 @@ WITH RECURSIVE args AS (
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 chosen_tag AS (SELECT tags.id, tags.name, tags.mirror_url FROM args CROSS JOIN tags ON tags.name = args.tag),
+-- The most binaries the answer lists (the first in its order).
+row_limit AS (SELECT 1000 AS rows),
 link_kinds AS (SELECT id FROM dependency_kinds WHERE is_link),
 -- Without edges (a database built from pages) nothing depends on anything: nothing is looked for.
 has_edges AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM spec_dependencies) AS yes),
@@ -74,7 +76,7 @@ binaries_in_order AS NOT MATERIALIZED (
 ),
 -- The dependents are walked up from the targets, each once (UNION), through the tag's binaries: a step starts
 -- from a spec of the tag (checked there: a condition on the edges alone would have SQLite read every edge
--- first, to filter them). First at most 1,000 of them, nearest first: all there are, for most packages.
+-- first, to filter them). First at most row_limit of them, nearest first: all there are, for most packages.
 direct AS NOT MATERIALIZED (
     SELECT edges.spec_id FROM spec_dependencies AS edges
     WHERE (edges.dependency_id, edges.kind_id) IN target_kinds
@@ -83,14 +85,14 @@ direct AS NOT MATERIALIZED (
       )
 ),
 nearest(spec_id) AS (
-    SELECT spec_id FROM (SELECT spec_id FROM direct LIMIT 1000)
+    SELECT spec_id FROM (SELECT spec_id FROM direct LIMIT (SELECT rows FROM row_limit))
     UNION
     SELECT edges.spec_id FROM nearest
     CROSS JOIN link_edges AS edges ON edges.dependency_id = nearest.spec_id
     WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = nearest.spec_id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
-    LIMIT 1000
+    LIMIT (SELECT rows FROM row_limit)
 ),
-all_nearest AS MATERIALIZED (SELECT count(*) < 1000 AS yes FROM nearest),
+all_nearest AS MATERIALIZED (SELECT count(*) < (SELECT rows FROM row_limit) AS yes FROM nearest),
 -- More: a sample of the tag's first 200 binaries in the answer's order is followed down their link edges
 -- through the tag's binaries, each spec once. One that links against a target itself is a dependent whatever
 -- lies below it, and is not followed.
@@ -123,19 +125,20 @@ sample_reaching(spec_id, is_target) AS MATERIALIZED (
     CROSS JOIN sample_edges ON sample_edges.dependency_id = sample_reaching.spec_id
 ),
 -- If dependents spread evenly through the answer's order, the sample tells how many of the first binaries
--- hold 1,000 of them: that many and a quarter more (the batch: 1,250 times the sample's binaries per dependent
--- in it) are followed down in the same way, unless that would be more than 6,000 (or the sample holds none).
+-- hold row_limit of them: that many and a quarter more (the batch: 1.25 row_limit times the sample's binaries
+-- per dependent in it) are followed down in the same way, unless that would be more than 6,000 (or the sample holds none).
 -- A sample of fewer than 200 is the whole tag, and so is its batch.
 batch_size AS MATERIALIZED (
     SELECT
         CASE
             WHEN count(*) < 200 THEN count(*)
-            WHEN sum(reached) * 6000 < count(*) * 1250 THEN 0
-            ELSE count(*) * 1250 / sum(reached)
+            WHEN sum(reached) * 6000 < count(*) * row_limit.rows * 5 / 4 THEN 0
+            ELSE count(*) * row_limit.rows * 5 / 4 / sum(reached)
         END AS binaries
     FROM (
         SELECT spec_id IN (SELECT spec_id FROM sample_reaching WHERE NOT is_target) AS reached FROM sample
     )
+    CROSS JOIN row_limit
 ),
 batch AS MATERIALIZED (
     SELECT *, EXISTS (
@@ -165,9 +168,9 @@ batch_reaching(spec_id, is_target) AS MATERIALIZED (
     SELECT batch_edges.spec_id, 0 FROM batch_reaching
     CROSS JOIN batch_edges ON batch_edges.dependency_id = batch_reaching.spec_id
 ),
--- When 1,000 of the batch are dependents (or it is all the tag has), the first 1,000 of those are the answer.
+-- When row_limit of the batch are dependents (or it is all the tag has), the first of those are the answer.
 batch_found AS MATERIALIZED (
-    SELECT *, count(*) OVER () < (SELECT binaries FROM batch_size) OR sum(reached) OVER () >= 1000 AS enough
+    SELECT *, count(*) OVER () < (SELECT binaries FROM batch_size) OR sum(reached) OVER () >= (SELECT rows FROM row_limit) AS enough
     FROM (
         SELECT batch.*, spec_id IN (SELECT spec_id FROM batch_reaching WHERE NOT is_target) AS reached FROM batch
     )
@@ -184,7 +187,7 @@ walked(spec_id) AS (
     CROSS JOIN link_edges AS edges ON edges.dependency_id = walked.spec_id
     WHERE EXISTS (SELECT 1 FROM spec_tags WHERE spec_tags.spec_id = walked.spec_id AND spec_tags.tag_id = (SELECT id FROM chosen_tag))
 ),
--- The first 1,000 walked (or the nearest, if they are all) in order: picked out of the tag's binaries read in
+-- The first row_limit walked (or the nearest, if they are all) in order: picked out of the tag's binaries read in
 -- order when they are many (the reading soon stops), else each is looked up and they are sorted.
 walked_found AS MATERIALIZED (
     SELECT spec_id, count(*) OVER () > 10000 AS many FROM (
@@ -198,12 +201,12 @@ shown AS (
         SELECT spec_id, listing_id, package, version, version_rank, hash, configuration_id
         FROM batch_found WHERE enough AND reached
         ORDER BY package, version_rank DESC, hash
-        LIMIT 1000
+        LIMIT (SELECT rows FROM row_limit)
     )
     UNION ALL
     SELECT * FROM (
         SELECT * FROM binaries_in_order WHERE +spec_id IN (SELECT spec_id FROM walked_found)
-        LIMIT (SELECT CASE WHEN max(many) THEN 1000 ELSE 0 END FROM walked_found)
+        LIMIT (SELECT CASE WHEN max(many) THEN row_limit.rows ELSE 0 END FROM walked_found CROSS JOIN row_limit)
     )
     UNION ALL
     SELECT * FROM (
@@ -225,7 +228,7 @@ shown AS (
         CROSS JOIN versions ON versions.id = configurations.version_id
         WHERE NOT walked_found.many
         ORDER BY packages.name, versions.version_rank DESC, specs.hash
-        LIMIT 1000
+        LIMIT (SELECT rows FROM row_limit)
     )
 ),
 found AS (

@@ -10,13 +10,14 @@
 WITH args AS (
     SELECT lower(ltrim(trim(coalesce(:hash, '')), '/')) AS prefix
 ),
+row_limit AS (SELECT 100 AS rows),
 found AS (
     SELECT specs.id, specs.hash, specs.configuration_id
     FROM args
     CROSS JOIN specs
     WHERE length(args.prefix) >= 4 AND specs.hash >= args.prefix AND specs.hash < args.prefix || '~'
     ORDER BY specs.hash
-    LIMIT 100
+    LIMIT (SELECT rows FROM row_limit)
 ),
 appearances AS (
     SELECT found.id AS spec_id, binaries.tag, binaries.tag_order, binaries.stacks, binaries.install

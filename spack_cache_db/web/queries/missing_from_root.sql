@@ -8,6 +8,7 @@
 WITH args AS (
     SELECT trim(coalesce(:tag, '')) AS tag, lower(trim(coalesce(:package, ''))) AS package
 ),
+row_limit AS (SELECT 1000 AS rows),
 -- Sets of stacks without root: few, usually none, and then nothing else is read.
 without_root AS (
     SELECT stack_sets.id, stack_sets.stacks
@@ -71,4 +72,4 @@ CROSS JOIN configuration_specs ON configuration_specs.configuration_id = listing
 WHERE (args.tag = '' OR tags.name = args.tag)
   AND (args.package = '' OR packages.name = args.package)
 ORDER BY tags.sort_order, packages.name, configuration_specs.version_rank DESC, specs.hash
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)

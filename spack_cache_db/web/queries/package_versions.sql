@@ -8,10 +8,11 @@
 -- button: Show the versions
 -- rows: [version, versions]
 -- chart: package-history
+WITH row_limit AS (SELECT 1000 AS rows)
 SELECT package, version, tags, specs_per_tag, newest_tag, oldest_tag, version_rank
 FROM version_history
 WHERE tags > 0 AND package_id IN (  -- the package asked for, or the first 20 by name
     SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
 )
 ORDER BY package, version_rank DESC
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)

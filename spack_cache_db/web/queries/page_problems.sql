@@ -11,7 +11,8 @@ WITH args AS (
         trim(coalesce(:tag, '')) AS tag,
         lower(trim(coalesce(:package, ''))) AS package,
         lower(trim(coalesce(:severity, ''))) AS severity
-)
+),
+row_limit AS (SELECT 1000 AS rows)
 SELECT
     problems.severity,
     problems.tag,
@@ -25,4 +26,4 @@ WHERE (args.tag = '' OR problems.tag = args.tag)
   AND (args.package = '' OR problems.package = args.package)
   AND (args.severity = '' OR problems.severity = args.severity)
 ORDER BY problems.severity = 'error' DESC, tags.sort_order, problems.package, problems.path, problems.field
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)

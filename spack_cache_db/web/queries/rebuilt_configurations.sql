@@ -12,6 +12,7 @@ WITH args AS (
         lower(trim(coalesce(:package, ''))) AS package,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
+row_limit AS (SELECT 500 AS rows),
 chosen AS (SELECT tags.id, tags.name FROM tags, args WHERE tags.name = args.tag),
 -- The pages read: the package's, or those of the first 100 packages by name (read in name order
 -- through their name index, so the rest of the tag is never looked at).
@@ -44,4 +45,4 @@ SELECT
 FROM repeated
 JOIN configuration_specs ON configuration_specs.configuration_id = repeated.configuration_id
 ORDER BY repeated.builds DESC, configuration_specs.package, configuration_specs.version_rank DESC, spec
-LIMIT 500
+LIMIT (SELECT rows FROM row_limit)

@@ -18,6 +18,7 @@ WITH args AS (
         trim(coalesce(:os, '')) AS os,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
+row_limit AS (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END AS rows FROM args),
 runnable AS (
     -- A target with more ancestors is more specific: binaries built for it are tuned closer to the host.
     SELECT runs_on.target, (SELECT count(*) FROM runs_on AS depth WHERE depth.host = runs_on.target) AS specificity
@@ -44,4 +45,4 @@ WHERE (args.host = '' OR runnable.target IS NOT NULL)
   AND (args.os = '' OR binaries.os = args.os)
 ORDER BY binaries.package, binaries.version_rank DESC, runnable.specificity DESC, binaries.target, binaries.os,
     binaries.compiler, binaries.hash
-LIMIT (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END FROM args)
+LIMIT (SELECT rows FROM row_limit)

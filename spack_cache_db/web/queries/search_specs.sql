@@ -12,6 +12,7 @@ WITH args AS (
         substr(trim(coalesce(:q, '')), 1, 500) AS q,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
+row_limit AS (SELECT CASE WHEN q = '' THEN 100 ELSE 1000 END AS rows FROM args),
 hits AS NOT MATERIALIZED (
     SELECT listings_fts.rowid AS listing_id
     FROM args, listings_fts
@@ -38,10 +39,10 @@ found AS (
         WHERE NOT (SELECT yes FROM narrow) AND packages.name >= '' AND binaries.tag = args.tag
           AND (args.q = '' OR binaries.listing_id IN (SELECT listing_id FROM hits))
         ORDER BY packages.name, binaries.version_rank DESC, binaries.spec, binaries.hash
-        LIMIT (SELECT CASE WHEN q = '' THEN 100 ELSE 1000 END FROM args)
+        LIMIT (SELECT rows FROM row_limit)
     )
 )
 SELECT package, version, spec, hash, stacks, install, tag
 FROM found
 ORDER BY package, version_rank DESC, spec, hash
-LIMIT (SELECT CASE WHEN q = '' THEN 100 ELSE 1000 END FROM args)
+LIMIT (SELECT rows FROM row_limit)

@@ -9,9 +9,9 @@
 WITH args AS (
     SELECT
         trim(coalesce(:stack, '')) AS stack,
-        CASE WHEN trim(coalesce(:stack, '')) = '' THEN 100 ELSE 1000 END AS row_limit,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
+row_limit AS (SELECT CASE WHEN stack = '' THEN 100 ELSE 1000 END AS rows FROM args),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
@@ -36,7 +36,7 @@ vouched AS (
 ),
 -- The first of them: a row after these cannot be among the rows listed.
 first_vouched AS (
-    SELECT * FROM vouched ORDER BY stack, package LIMIT (SELECT row_limit FROM args)
+    SELECT * FROM vouched ORDER BY stack, package LIMIT (SELECT rows FROM row_limit)
 ),
 -- With a stack, a page that has all its binaries in it needs no binary read: its versions are the
 -- ones its (trusted) meta lists.
@@ -130,4 +130,4 @@ SELECT stack, package, versions, specs, (SELECT name FROM chosen) AS tag
 FROM whole_packages
 WHERE n = 1
 ORDER BY stack, package
-LIMIT (SELECT row_limit FROM args)
+LIMIT (SELECT rows FROM row_limit)

@@ -26,6 +26,7 @@ args AS (
         lower(trim(coalesce(:package, ''))) AS package
     FROM newest
 ),
+row_limit AS (SELECT 1000 AS rows),
 -- The packages compared: the one asked for, or the first 100 by name that either tag has (read in
 -- name order through their name index, so the rest of the packages are never looked at).
 chosen AS (
@@ -97,4 +98,4 @@ JOIN packages ON packages.id = per_version.package_id
 JOIN versions ON versions.id = per_version.version_id
 WHERE per_version.configurations_added > 0 OR per_version.configurations_removed > 0
 ORDER BY packages.name, versions.version_rank DESC
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)

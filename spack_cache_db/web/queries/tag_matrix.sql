@@ -12,6 +12,7 @@ WITH args AS (
         trim(coalesce(:stack, '')) AS stack,
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
+row_limit AS (SELECT 1000 AS rows),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- With a stack, the tag's pages and how many of their binaries are in it: what the page's trusted meta
@@ -73,4 +74,4 @@ FROM args
 JOIN tag_cells ON tag_cells.tag = args.tag
 WHERE args.stack = ''
 ORDER BY 1, 2, 3
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)

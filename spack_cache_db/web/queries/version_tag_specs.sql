@@ -7,10 +7,11 @@
 -- button: Count them
 -- rows: [version in a tag, versions in tags]
 -- chart: package-history
+WITH row_limit AS (SELECT 2000 AS rows)
 SELECT package, version, tag, binaries AS specs, version_rank, tag_order
 FROM version_tags
 WHERE package_id IN (  -- the package asked for, or the first 20 by name
     SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
 )
 ORDER BY package, version_rank DESC, tag_order
-LIMIT 2000
+LIMIT (SELECT rows FROM row_limit)

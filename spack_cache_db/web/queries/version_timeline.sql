@@ -7,6 +7,7 @@
 -- button: Show the timeline
 -- rows: [version, versions]
 -- chart: package-history
+WITH row_limit AS (SELECT 1000 AS rows)
 SELECT
     package,
     version,
@@ -21,4 +22,4 @@ WHERE tags > 0 AND package_id IN (  -- the package asked for, or the first 20 by
     SELECT id FROM packages WHERE lower(trim(coalesce(:package, ''))) IN ('', name) ORDER BY name LIMIT 20
 )
 ORDER BY package, version_rank DESC
-LIMIT 1000
+LIMIT (SELECT rows FROM row_limit)
