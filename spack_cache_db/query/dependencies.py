@@ -292,9 +292,9 @@ def _nested(root_id, children, dependencies, parent):
 
 
 def dependents(conn, target, tag_name=None):
-    """The answer (canned.Answer) of the dependents question (queries/dependents.sql, run as Datasette runs it) for a package
-    name or a hash (written /hash, or a prefix that no package is called): which binaries of the tag link
-    against it, directly or through other libraries."""
+    """The answer (canned.Answer) of the dependents question (queries/dependents.sql, run as Datasette runs it)
+    for a package name or a hash (written /hash, or a prefix that no package is called): which binaries of the
+    tag link against it, directly or through other libraries."""
     text = target.strip()
     if text.startswith("/"):
         params = {"package": "", "hash": lookup.spec_by_hash(conn, text).hash}
