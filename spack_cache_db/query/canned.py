@@ -133,7 +133,13 @@ class Answer:
     @property
     def limited(self):
         """Whether there may be more than the web shows (and so the terminal too)."""
-        return len(self.rows) == self.limit
+        return reaches_its_limit(len(self.rows), self.limit)
+
+
+def reaches_its_limit(row_count, limit):
+    """Whether an answer of row_count rows is as long as its query's cap (limit, None when it has none): there
+    may be more rows than it shows."""
+    return limit is not None and 0 < limit <= row_count
 
 
 def most_rows(conn, query, params):

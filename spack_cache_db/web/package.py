@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup, escape
 
-from spack_cache_db.query import diff, find, lookup
+from spack_cache_db.query import canned, diff, find, lookup
 from spack_cache_db.web import cells, views
 from spack_cache_db.web.questions import most_rows, rows
 
@@ -137,7 +137,7 @@ async def package_page(datasette, database, request):
         filters=filters,
         choices=_choices(versions, parts, hosts),
         binaries=binaries,
-        more_binaries=len(binaries) == most,
+        more_binaries=canned.reaches_its_limit(len(binaries), most),
         charts=dashboard.get("charts", {}),
         dependencies=dependencies,
         dependents=dependents,

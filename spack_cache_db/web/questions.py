@@ -137,12 +137,11 @@ async def rows(datasette, database, sql, params=()):
 async def has_more(datasette, database, name, request, row_count):
     """Whether the canned query called name may have more rows than the row_count its answer gave: as many
     as its row_limit allows for the request's arguments, as Datasette gives them to the query."""
-    query = canned.named(name)
     if row_count == 0:
         return False
-    params = {**web_spec.magic_parameters(request), **{param: request.args.get(param, "") for param in query.params}}
-    most = await most_rows(datasette, database, name, params)
-    return most is not None and row_count >= most
+    given = {param: request.args.get(param, "") for param in canned.named(name).params}
+    most = await most_rows(datasette, database, name, {**web_spec.magic_parameters(request), **given})
+    return canned.reaches_its_limit(row_count, most)
 
 
 async def most_rows(datasette, database, name, params):
