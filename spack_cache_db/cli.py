@@ -393,12 +393,13 @@ def deps(spec_hash, database, nested, build, tag, output_format):
 @click.argument("target", metavar="PACKAGE|HASH")
 @_DATABASE
 @click.option("--tag", help="The tag whose binaries to list (default: develop, or the newest tag).")
+@click.option("--after", metavar="HASH", help="List those after this binary of the answer (the last one listed).")
 @_FORMAT
-def dependents(target, database, tag, output_format):
+def dependents(target, database, tag, after, output_format):
     """Which binaries of a tag link against PACKAGE (any of its builds the tag has) or against one binary
-    (/HASH), directly or through other binaries of the tag: the dependents question's answer. Exit 1 when
-    none does."""
-    found = _ask(database, lambda conn: dependencies.dependents(conn, target, tag))
+    (/HASH), directly or through other binaries of the tag: the dependents question's answer, as many at a
+    time as the web shows. Exit 1 when none does."""
+    found = _ask(database, lambda conn: dependencies.dependents(conn, target, tag, after))
     if output_format == "json":
         _print_json(found.rows)
     else:
@@ -406,9 +407,12 @@ def dependents(target, database, tag, output_format):
             how = "directly" if row["directly"] == "yes" else "through others"
             click.echo(f"{row['hash'][:7]}  {row['spec']}  ({how}; {', '.join(json.loads(row['stacks']))})")
     if not found.rows:
-        click.echo(f"No binary of {tag or 'the default tag'} links against {target}.", err=True)
+        click.echo(
+            f"No binary of {tag or 'the default tag'} links against {target}{' after ' + after if after else ''}.",
+            err=True,
+        )
         sys.exit(1)
-    _say_if_limited(found, "the web's answer stops there too")
+    _say_if_limited(found, f"--after {found.rows[-1]['hash']} lists those after them")
 
 
 @cli.command()

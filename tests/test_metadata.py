@@ -127,6 +127,12 @@ def write_query(folder, name, text):
         (f"{HEADER}-- params: [tag]\nSELECT :package", "expected params to list each :parameter"),
         (f"{HEADER}-- colour: red\nSELECT 1", "unknown header field"),
         ("-- title: [unclosed\nSELECT 1", "expected a YAML header"),
+        (f"{HEADER}-- next_page: after\nSELECT 1", "expected next_page to be {parameter: column}"),
+        (f"{HEADER}-- next_page: {{after: hash}}\nSELECT 1", "next_page: expected one of the params [], found 'after'"),
+        (
+            f"{HEADER}-- params: [after]\n-- next_page: {{after: hash}}\nSELECT :after",
+            "next_page: expected a capped answer (a row_limit) to go on after",
+        ),
     ],
 )
 def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, complaint):

@@ -73,7 +73,10 @@ def test_dependency_questions_on_pages_read_no_spec_by_configuration(cache_db, t
             steps(conn, lambda conn=conn: find.find(conn, f"^{package}")),
             steps(conn, lambda conn=conn: find.find(conn, f"hdf5 ^{package}")),
             steps(
-                conn, lambda conn=conn: conn.execute(DEPENDENTS, {"package": package, "hash": "", "tag": ""}).fetchall()
+                conn,
+                lambda conn=conn: conn.execute(
+                    DEPENDENTS, {"package": package, "hash": "", "tag": "", "after": ""}
+                ).fetchall(),
             ),
         )
     assert work[grown] == work[cache_db]

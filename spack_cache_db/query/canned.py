@@ -1,9 +1,10 @@
 """The canned queries in queries/<name>.sql, which the web serves as its questions and the terminal runs as the
 same SQL: each file starts with a YAML header in SQL comments (title, description, params, button: what its
 form's button says, rows: what one row is, singular and plural, and, optionally, chart: the dashboard that
-draws it, and hidden_columns: those its page leaves out, for JSON and CSV); the rest of the file is the
-query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are magic: the plugin makes
-them from the spec field (query/spec.py), and sqlite3 takes them as empty.
+draws it, hidden_columns: those its page leaves out, for JSON and CSV, and next_page: {parameter: column},
+when the rows after a capped answer are asked for by setting that parameter to its last row's column); the
+rest of the file is the query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are
+magic: the plugin makes them from the spec field (query/spec.py), and sqlite3 takes them as empty.
 
 A query whose answer is capped declares the cap once, as its common table expression row_limit (one row,
 one column: rows), and its LIMITs read it there. The web page and the terminal run that table alone with the
@@ -25,7 +26,7 @@ import yaml
 from spack_cache_db.query import spec
 
 QUERIES = resources.files("spack_cache_db") / "web" / "queries"
-HEADER_FIELDS = {"title", "description", "params", "button", "rows", "chart", "hidden_columns"}
+HEADER_FIELDS = {"title", "description", "params", "button", "rows", "chart", "hidden_columns", "next_page"}
 _PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -45,6 +46,7 @@ class Query:
     chart: str | None = None
     hidden_columns: list | None = None
     row_limit_sql: str | None = None  # the most rows its answer has, for the same parameters; None: not capped
+    next_page: tuple | None = None  # (parameter, column): the rows after a capped answer's last, by its column
 
 
 def read_query(path):
@@ -73,6 +75,7 @@ def read_query(path):
     sql = "\n".join(lines[header_length:]).strip()
     params = fields.get("params") or []
     _check_params(path, params, sql)
+    row_limit_sql = _row_limit_sql(path, sql)
     return Query(
         path.stem,
         fields["title"],
@@ -83,8 +86,24 @@ def read_query(path):
         sql,
         fields.get("chart"),
         fields.get("hidden_columns"),
-        _row_limit_sql(path, sql),
+        row_limit_sql,
+        _next_page(path, fields.get("next_page"), params, row_limit_sql),
     )
+
+
+def _next_page(path, given, params, row_limit_sql):
+    if given is None:
+        return None
+    if not (
+        isinstance(given, dict) and len(given) == 1 and all(isinstance(word, str) for word in [*given, *given.values()])
+    ):
+        raise MetadataError(f"{path}: expected next_page to be {{parameter: column}}, found {given!r}")
+    [(parameter, column)] = given.items()
+    if parameter not in params:
+        raise MetadataError(f"{path}: next_page: expected one of the params {params}, found {parameter!r}")
+    if row_limit_sql is None:
+        raise MetadataError(f"{path}: next_page: expected a capped answer (a row_limit) to go on after")
+    return parameter, column
 
 
 def _check_params(path, params, sql):

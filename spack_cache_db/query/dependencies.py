@@ -291,10 +291,11 @@ def _nested(root_id, children, dependencies, parent):
     return lines
 
 
-def dependents(conn, target, tag_name=None):
+def dependents(conn, target, tag_name=None, after=None):
     """The answer (canned.Answer) of the dependents question (queries/dependents.sql, run as Datasette runs it)
     for a package name or a hash (written /hash, or a prefix that no package is called): which binaries of the
-    tag link against it, directly or through other libraries."""
+    tag link against it, directly or through other libraries; those after the binary whose hash (or its
+    prefix) is after, when given."""
     text = target.strip()
     if text.startswith("/"):
         params = {"package": "", "hash": lookup.spec_by_hash(conn, text).hash}
@@ -307,7 +308,8 @@ def dependents(conn, target, tag_name=None):
     if tag_name:
         lookup.tag_named(conn, tag_name)
     lookup.require_edges(conn)
-    query, params = canned.named("dependents"), {**params, "tag": tag_name or ""}
+    after_hash = lookup.spec_by_hash(conn, after.strip(), "after").hash if after else ""
+    query, params = canned.named("dependents"), {**params, "tag": tag_name or "", "after": after_hash}
     cursor = conn.execute(query.sql, params)
     columns = [column[0] for column in cursor.description]
     rows = [dict(zip(columns, row, strict=True)) for row in cursor]

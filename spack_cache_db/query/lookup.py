@@ -140,21 +140,22 @@ def hashes_starting(conn, text, limit=CANDIDATES_SHOWN + 1):
     return [row[0] for row in conn.execute(query, [prefix, prefix + "~", limit])]
 
 
-def spec_by_hash(conn, text):
-    """The one spec whose hash is text or starts with it (a leading / is allowed, as Spack writes it)."""
+def spec_by_hash(conn, text, field="hash"):
+    """The one spec whose hash is text or starts with it (a leading / is allowed, as Spack writes it); a QueryError
+    names the field the text was given as otherwise."""
     if not is_hash_prefix(text):
         raise QueryError(
-            f"hash: expected {MIN_PREFIX} to {HASH_LENGTH} characters of Spack's base32 alphabet (a-z, 2-7),"
+            f"{field}: expected {MIN_PREFIX} to {HASH_LENGTH} characters of Spack's base32 alphabet (a-z, 2-7),"
             f" found {text!r:.80}"
         )
     prefix = _prefix(text)
     ids = hashes_starting(conn, text)
     if not ids:
-        raise QueryError(f"hash: no spec's hash starts with {prefix!r:.80}", not_found=True)
+        raise QueryError(f"{field}: no spec's hash starts with {prefix!r:.80}", not_found=True)
     if len(ids) > 1:
         more = " or more" if len(ids) > CANDIDATES_SHOWN else ""
         raise QueryError(
-            f"hash: {prefix!r} is the start of {min(len(ids), CANDIDATES_SHOWN)}{more} hashes: give more characters",
+            f"{field}: {prefix!r} is the start of {min(len(ids), CANDIDATES_SHOWN)}{more} hashes: give more characters",
             not_found=True,
             candidates=describe(conn, ids[:CANDIDATES_SHOWN]).values(),
         )

@@ -123,6 +123,7 @@ async def _question_vars(datasette, database, request):
         "spack_fields": await questions.form_fields(datasette, database, query, request),
         "spack_sentences": sentences,
         "spack_has_more": has_more,
+        **questions.next_page(name, request),
         "spack_database_path": datasette.urls.database(database),
         "spack_after_answer": AFTER_ANSWER.get(name),
         "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),

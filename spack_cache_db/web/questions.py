@@ -144,6 +144,18 @@ async def has_more(datasette, database, name, request, row_count):
     return canned.reaches_its_limit(row_count, most)
 
 
+def next_page(name, request):
+    """For a question that goes on after its capped answer (next_page): spack_next_page, the link to the rows
+    after a row, and spack_continued, the value this answer went on from ("" at the start)."""
+    if canned.named(name).next_page is None:
+        return {"spack_next_page": None, "spack_continued": ""}
+    parameter, column = canned.named(name).next_page
+    return {
+        "spack_next_page": lambda row: path_with_replaced_args(request, {parameter: row[column]}),
+        "spack_continued": request.args.get(parameter, "").strip(),
+    }
+
+
 async def most_rows(datasette, database, name, params):
     """The most rows the canned query called name answers with these parameters, or None if uncapped."""
     query = canned.named(name)

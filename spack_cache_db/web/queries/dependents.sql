@@ -3,11 +3,13 @@
 --   Which binaries of a tag link against a package (any of its builds the tag has), or against one binary
 --   given by its hash (or its first 4 or more characters), directly or through other binaries of the tag.
 --   "directly" says whether the binary names it among its own link dependencies. The tag defaults to
---   develop (or the newest tag). At most 1,000 rows, the first in the order shown. Dependencies come
+--   develop (or the newest tag). At most 500 rows, the first in the order shown; the next 500 are those
+--   after the last one shown (after: its hash, which the link under the answer gives). Dependencies come
 --   from build-cache indexes (pages do not have them).
--- params: [package, hash, tag]
+-- params: [package, hash, tag, after]
 -- button: Find the binaries that link against it
 -- rows: [binary, binaries]
+-- next_page: {after: hash}
 WITH RECURSIVE args AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS package,
@@ -16,7 +18,20 @@ WITH RECURSIVE args AS (
 ),
 chosen_tag AS (SELECT tags.id, tags.name, tags.mirror_url FROM args CROSS JOIN tags ON tags.name = args.tag),
 -- The most binaries the answer lists (the first in its order).
-row_limit AS (SELECT 1000 AS rows),
+row_limit AS (SELECT 500 AS rows),
+-- Where the answer starts in its order (package, version_rank descending, hash): after the binary whose hash
+-- is :after; at the start ('' comes before every name) without one; nowhere (NULL) for a hash there is not.
+after_binary AS MATERIALIZED (
+    SELECT
+        CASE WHEN given.hash = '' THEN '' ELSE packages.name END AS package,
+        versions.version_rank,
+        specs.hash
+    FROM (SELECT lower(ltrim(trim(coalesce(:after, '')), '/')) AS hash) AS given
+    LEFT JOIN specs ON specs.hash = given.hash
+    LEFT JOIN configurations ON configurations.id = specs.configuration_id
+    LEFT JOIN versions ON versions.id = configurations.version_id
+    LEFT JOIN packages ON packages.id = versions.package_id
+),
 link_kinds AS (SELECT id FROM dependency_kinds WHERE is_link),
 -- Without edges (a database built from pages) nothing depends on anything: nothing is looked for.
 has_edges AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM spec_dependencies) AS yes),
@@ -54,8 +69,8 @@ targets AS (
 ),
 -- Their link edges are searched kind by kind: a compiler has millions of build edges, and none links.
 target_kinds AS MATERIALIZED (SELECT targets.id, link_kinds.id FROM targets CROSS JOIN link_kinds),
--- The tag's binaries in the order the answer lists them, read one package at a time through the packages'
--- name index, so that a LIMIT stops the reading.
+-- The tag's binaries in the order the answer lists them (from after_binary on), read one package at a time
+-- through the packages' name index, so that a LIMIT stops the reading.
 binaries_in_order AS NOT MATERIALIZED (
     SELECT
         page_specs.spec_id,
@@ -71,7 +86,7 @@ binaries_in_order AS NOT MATERIALIZED (
     CROSS JOIN specs ON specs.id = page_specs.spec_id
     CROSS JOIN configurations ON configurations.id = specs.configuration_id
     CROSS JOIN versions ON versions.id = configurations.version_id
-    WHERE packages.name >= ''
+    WHERE (packages.name, -versions.version_rank, specs.hash) > (SELECT package, -version_rank, hash FROM after_binary)
     ORDER BY packages.name, versions.version_rank DESC, specs.hash
 ),
 -- The dependents are walked up from the targets, each once (UNION), through the tag's binaries: a step starts
@@ -227,6 +242,7 @@ shown AS (
         CROSS JOIN configurations ON configurations.id = specs.configuration_id
         CROSS JOIN versions ON versions.id = configurations.version_id
         WHERE NOT walked_found.many
+          AND (packages.name, -versions.version_rank, specs.hash) > (SELECT package, -version_rank, hash FROM after_binary)
         ORDER BY packages.name, versions.version_rank DESC, specs.hash
         LIMIT (SELECT rows FROM row_limit)
     )
