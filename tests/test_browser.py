@@ -1,5 +1,6 @@
 """What a person sees: a real datasette server started as the README says, driven by Debian's headless
-Chromium through Playwright, for the six questions of issue 16 and the charts.
+Chromium through Playwright, for the six questions of issue 16, what links against a library (from a tag's
+build-cache index, page after page) and the charts.
 
 Each test starts from the index page and clicks, types and picks as a person would. Screenshots of each
 end state go to tests/artifacts/. Nothing is downloaded: Playwright launches /usr/bin/chromium.
@@ -388,3 +389,43 @@ def test_every_question_and_the_index_fit_the_window(page):
     assert fits_the_window(page)
     screenshot(page, "database")
     assert page.errors == []
+
+
+@pytest.fixture(scope="module")
+def index_server(tmp_path_factory):
+    """The README's command serving a tag built from its build-cache index: dense-lib is linked against by
+    3,300 of its 6,600 binaries (test_dependents' shaped tag)."""
+    from test_dependents import build_tags, shaped_tag
+
+    db = build_tags(tmp_path_factory.mktemp("index"), {"develop": shaped_tag()})
+    with datasette(*readme_command(db, METADATA_YML)) as base:
+        yield base
+
+
+def test_h_which_binaries_link_against_a_library_and_the_ones_after_them(browser, index_server):
+    context = browser.new_context(viewport=WINDOW, base_url=index_server)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    ask(page, "Binaries that link against a library")
+    page.fill("#field-package", "dense-lib")
+    answer(page, "Find the binaries that link against it")
+    first = query_json(index_server, "dependents", package="dense-lib")
+    heading = page.locator("h2.spack-found").inner_text()
+    assert heading == f"{len(first)} binaries of aa-app in develop: the first {len(first)}"
+    assert cells(page, "hash") == [row["hash"] for row in first]
+    screenshot(page, "h-dependents-dense-lib")
+
+    with page.expect_navigation():
+        page.get_by_role("link", name="The binaries after these →").click()
+    after = first[-1]["hash"]
+    assert page.locator("h2.spack-found").inner_text() == f"{heading} after {after}"
+    assert page.input_value("#field-after") == after
+    assert cells(page, "hash") == [
+        row["hash"] for row in query_json(index_server, "dependents", package="dense-lib", after=after)
+    ]
+    assert not set(cells(page, "hash")) & {row["hash"] for row in first}
+    assert fits_the_window(page)
+    assert errors == []
+    context.close()
