@@ -19,8 +19,9 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
-# indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing
-SCHEMA_VERSION = 10
+# indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
+# 11: configurations by variant set
+SCHEMA_VERSION = 11
 
 TABLES = """
 CREATE TABLE tags (
@@ -306,6 +307,9 @@ CREATE INDEX specs_by_configuration ON specs(configuration_id);
 CREATE INDEX listings_by_stack_set ON listings(stack_set_id);
 -- And for deleting a spec: SQLite looks for rows that still name it, one scan of the table per spec without it.
 CREATE INDEX dependency_only_specs_by_spec ON dependency_only_specs(spec_id);
+-- And for deleting a variant set: without it, a scan of every configuration per variant set (removing a tag
+-- of the usual history: 0.15 s for its 17 variant sets, of the 4 s the removal takes).
+CREATE INDEX configurations_by_variant_set ON configurations(variant_set_id);
 """
 
 _EVERY_INDEX = INDEXES + INDEXES_AFTER_LOAD
