@@ -179,8 +179,9 @@ def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
     assert db.read_bytes() == before
 
 
-def write_history(root, tags):
-    """Pages of these tags, ten packages each, every binary with its own hash, version and stack set."""
+def write_history(root, tags, own_variant_sets=()):
+    """Pages of these tags, ten packages each, every binary with its own hash, version and stack set (and, in
+    the tags own_variant_sets names, its own variant set)."""
     for tag in tags:
         for package in range(10):
             specs = [
@@ -188,6 +189,7 @@ def write_history(root, tags):
                     f"{tag} {package} {n}",
                     versions=[f"{package}.{n}.{tag[-2:]}"],
                     stacks=[f"{tag}-{package}-{n}", "root"],
+                    **({"variants": [f"opt={package}-{n}"]} if tag in own_variant_sets else {}),
                 )
                 for n in range(5)
             ]
@@ -214,12 +216,13 @@ def pruning_work(monkeypatch, site, db):
 def test_removing_a_tag_prunes_what_the_tag_had_not_the_history(tmp_path, monkeypatch):
     """Pruning after a tag goes looks at the rows the tag's rows referred to: ten times the history leaves its
     work as it was. It was a scan of every spec and listing, and for each stack set gone, of every listing
-    (removing a tag of the 100-tag spread history: 28 s)."""
+    (removing a tag of the 100-tag spread history: 28 s); for each variant set gone, of every configuration;
+    for the tag, of its per-tag tables."""
     gone = "develop-2025-02-01"
     work = {}
     for size in (1, 10):
         site = tmp_path / f"site-{size}"
-        write_history(site, [f"develop-2025-01-{day:02d}" for day in range(1, size + 1)] + [gone])
+        write_history(site, [f"develop-2025-01-{day:02d}" for day in range(1, size + 1)] + [gone], [gone])
         db = tmp_path / f"cache-{size}.db"
         build([str(site)], db)
         shutil.rmtree(site / "_cache" / gone)

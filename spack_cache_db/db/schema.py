@@ -20,8 +20,8 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
-# 11: configurations by variant set
-SCHEMA_VERSION = 11
+# 11: configurations by variant set; 12: per-tag rows by tag
+SCHEMA_VERSION = 12
 
 TABLES = """
 CREATE TABLE tags (
@@ -310,6 +310,12 @@ CREATE INDEX dependency_only_specs_by_spec ON dependency_only_specs(spec_id);
 -- And for deleting a variant set: without it, a scan of every configuration per variant set (removing a tag
 -- of the usual history: 0.15 s for its 17 variant sets, of the 4 s the removal takes).
 CREATE INDEX configurations_by_variant_set ON configurations(variant_set_id);
+-- And for deleting a tag: without them, a scan of each table (the counts of every version in every tag, the
+-- dependency-only specs of every tag) for the tag. (Whether an os, a platform, a target or a compiler is still
+-- used is read from every configuration: a few rows, once a removal deletes configurations; an index each
+-- would cost more room than their scans time, about 10 ms each in the usual history.)
+CREATE INDEX tag_version_counts_by_tag ON tag_version_counts(tag_id);
+CREATE INDEX dependency_only_specs_by_tag ON dependency_only_specs(tag_id);
 """
 
 _EVERY_INDEX = INDEXES + INDEXES_AFTER_LOAD
