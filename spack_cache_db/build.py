@@ -330,7 +330,7 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         gone_tags = [t.tag for t in indexes.to_load] + indexes.removed + [tag for tag, _ in indexes.failures]
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
-            maintenance.prune_orphans(conn, full_text=True)
+            maintenance.prune_orphans(conn, full_text=True, counted=True)
         conn.execute("DELETE FROM tag_stacks")  # loaded again from tags.yaml
         conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
         for source, now in plan.touched:
@@ -529,9 +529,11 @@ def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
     if summary.failed_tags:  # the rows such a tag got before it failed
         maintenance.delete_tags(conn, summary.failed_tags)
     if summary.rejected or summary.failed_tags:  # whatever only their rows used goes too
-        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids)
+        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids, counted=not full)
     elif plan.tags_changed:  # tags and stacks only tags.yaml declared go too: looking at every spec would cost seconds
-        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids, tables=TAGS_YAML_RELEASES)
+        maintenance.prune_orphans(
+            conn, full_text=not full, added_from=first_ids, tables=TAGS_YAML_RELEASES, counted=not full
+        )
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     if full:

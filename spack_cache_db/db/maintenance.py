@@ -97,14 +97,15 @@ def track_releases(conn):
         conn.execute(statement)
 
 
-def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED):
+def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED, counted=False):
     """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
     belong to them go by ON DELETE CASCADE). The rows looked at are those that lost a reference since
     track_releases and those this build added (ids from added_from, {table: first id or None}). With
-    full_text, keep the full-text indexes in step for the rows they have: not those added, indexed later."""
+    full_text, keep the full-text indexes in step for the rows they have: not those added, indexed later.
+    counted: the counts of schema.KEPT_COUNTS are exact (an incremental build keeps them as it writes)."""
     for table in tables:
         first_added = (added_from or {}).get(table)
-        condition = f"id IN (SELECT id FROM temp.pruning) AND {schema.orphans(table)}"
+        condition = f"id IN (SELECT id FROM temp.pruning) AND {schema.orphans(table, counted)}"
         added = first_added
         while True:
             _take_candidates(conn, table, added)
