@@ -120,7 +120,9 @@ async def _question_vars(datasette, database, request):
 
     given = {
         "spack_layout": "spack_question.html",
-        "spack_fields": await questions.form_fields(datasette, database, query, request),
+        "spack_fields": await questions.form_fields(
+            datasette, database, questions.asked_in_the_form(name, query), request
+        ),
         "spack_sentences": sentences,
         "spack_has_more": has_more,
         **questions.next_page(name, request),

@@ -144,6 +144,14 @@ async def has_more(datasette, database, name, request, row_count):
     return canned.reaches_its_limit(row_count, most)
 
 
+def asked_in_the_form(name, query):
+    """The canned query called name (Datasette's dict), with the parameters its form asks for: not the one that
+    goes on after a capped answer (next_page), which the page's link sets: a question asked anew starts from
+    the start."""
+    going_on = canned.named(name).next_page
+    return {**query, "params": [param for param in query.get("params", []) if not going_on or param != going_on[0]]}
+
+
 def next_page(name, request):
     """For a question that goes on after its capped answer (next_page): spack_next_page, the link to the rows
     after a row, and spack_continued, the value this answer went on from ("" at the start)."""
