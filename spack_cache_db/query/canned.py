@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -34,6 +35,13 @@ class MetadataError(Exception):
     """A query file or the base metadata is not as expected: the message names the file and what is wrong."""
 
 
+class NextPage(NamedTuple):
+    """How the rows after a capped answer are asked for: this parameter set to the last row's column."""
+
+    parameter: str
+    column: str
+
+
 @dataclass(frozen=True)
 class Query:
     name: str
@@ -46,7 +54,7 @@ class Query:
     chart: str | None = None
     hidden_columns: list | None = None
     row_limit_sql: str | None = None  # the most rows its answer has, for the same parameters; None: not capped
-    next_page: tuple | None = None  # (parameter, column): the rows after a capped answer's last, by its column
+    next_page: NextPage | None = None
 
 
 def read_query(path):
@@ -103,7 +111,7 @@ def _next_page(path, given, params, row_limit_sql):
         raise MetadataError(f"{path}: next_page: expected one of the params {params}, found {parameter!r}")
     if row_limit_sql is None:
         raise MetadataError(f"{path}: next_page: expected a capped answer (a row_limit) to go on after")
-    return parameter, column
+    return NextPage(parameter, column)
 
 
 def _check_params(path, params, sql):
@@ -164,6 +172,14 @@ def reaches_its_limit(row_count, limit):
 def most_rows(conn, query, params):
     """The most rows the query answers with these parameters (sqlite3 connection), or None if uncapped."""
     return None if query.row_limit_sql is None else conn.execute(query.row_limit_sql, params).fetchone()[0]
+
+
+def ask(conn, query, params):
+    """The query's Answer for these parameters (sqlite3 connection): its rows as dicts, by column name."""
+    cursor = conn.execute(query.sql, params)
+    columns = [column[0] for column in cursor.description]
+    rows = [dict(zip(columns, row, strict=True)) for row in cursor]
+    return Answer(columns, rows, most_rows(conn, query, params))
 
 
 def read_queries(folder=QUERIES):

@@ -309,8 +309,4 @@ def dependents(conn, target, tag_name=None, after=None):
         lookup.tag_named(conn, tag_name)
     lookup.require_edges(conn)
     after_hash = lookup.spec_by_hash(conn, after.strip(), "after").hash if after else ""
-    query, params = canned.named("dependents"), {**params, "tag": tag_name or "", "after": after_hash}
-    cursor = conn.execute(query.sql, params)
-    columns = [column[0] for column in cursor.description]
-    rows = [dict(zip(columns, row, strict=True)) for row in cursor]
-    return canned.Answer(columns, rows, canned.most_rows(conn, query, params))
+    return canned.ask(conn, canned.named("dependents"), {**params, "tag": tag_name or "", "after": after_hash})

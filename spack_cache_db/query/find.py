@@ -81,19 +81,10 @@ def parameters(spec_text, tags=(), host=""):
 def find(conn, spec_text, tags=(), host=""):
     """The binaries matching a spec (which must parse), in the web answer's order, without its links: at most as
     many as the web shows."""
-    params = parameters(spec_text, tags, host)
-    cursor = conn.execute(QUERY.sql, params)
-    every_column = [column[0] for column in cursor.description]
-    columns = [column for column in every_column if column not in WEB_ONLY_COLUMNS]
-    rows = [
-        {
-            column: _value(column, value)
-            for column, value in zip(every_column, row, strict=True)
-            if column not in WEB_ONLY_COLUMNS
-        }
-        for row in cursor
-    ]
-    return canned.Answer(columns, rows, canned.most_rows(conn, QUERY, params))
+    answer = canned.ask(conn, QUERY, parameters(spec_text, tags, host))
+    columns = [column for column in answer.columns if column not in WEB_ONLY_COLUMNS]
+    rows = [{column: _value(column, row[column]) for column in columns} for row in answer.rows]
+    return canned.Answer(columns, rows, answer.limit)
 
 
 def _value(column, value):

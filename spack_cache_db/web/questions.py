@@ -149,27 +149,29 @@ def asked_in_the_form(name, query):
     goes on after a capped answer (next_page), which the page's link sets: a question asked anew starts from
     the start."""
     going_on = canned.named(name).next_page
-    return {**query, "params": [param for param in query.get("params", []) if not going_on or param != going_on[0]]}
+    return {
+        **query,
+        "params": [param for param in query.get("params", []) if not going_on or param != going_on.parameter],
+    }
 
 
 def next_page(name, request):
     """For a question that goes on after its capped answer (next_page): spack_next_page, the link to the rows
     after a row, and spack_continued, the value this answer went on from ("" at the start)."""
-    if canned.named(name).next_page is None:
+    going_on = canned.named(name).next_page
+    if going_on is None:
         return {"spack_next_page": None, "spack_continued": ""}
-    parameter, column = canned.named(name).next_page
     return {
-        "spack_next_page": lambda row: path_with_replaced_args(request, {parameter: row[column]}),
-        "spack_continued": request.args.get(parameter, "").strip(),
+        "spack_next_page": lambda row: path_with_replaced_args(request, {going_on.parameter: row[going_on.column]}),
+        "spack_continued": request.args.get(going_on.parameter, "").strip(),
     }
 
 
 async def most_rows(datasette, database, name, params):
     """The most rows the canned query called name answers with these parameters, or None if uncapped."""
-    query = canned.named(name)
-    if query.row_limit_sql is None:
-        return None
-    return (await datasette.get_database(database).execute(query.row_limit_sql, params)).first()[0]
+    return await datasette.get_database(database).execute_fn(
+        lambda conn: canned.most_rows(conn, canned.named(name), params)
+    )
 
 
 async def sentences(datasette, database, query, request, row_count):
