@@ -9,9 +9,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from paths import SEEDS
+from test_metadata import row_limits
 
 from spack_cache_db.build import build
 from spack_cache_db.cli import cli
+from spack_cache_db.query import canned
 
 README_PATH = Path(__file__).parent.parent / "README.md"
 README = README_PATH.read_text()
@@ -41,6 +43,13 @@ def test_the_command_line_section_lists_every_command_and_every_option_of_build_
     for command in ("build", "find"):
         assert options[command] - {"--output"} <= named, command  # -o is shown as `-o`
     assert named <= set().union(*options.values()) | {"--help"}
+
+
+def test_the_command_line_section_gives_the_caps_of_the_answers_it_shares_with_the_web():
+    shown = section("## Command line")
+    for command, query in (("dependents", "dependents"), ("find", "find_binaries")):
+        [line] = re.findall(rf"^\| `{command} .*$", shown, re.M)
+        assert all(limit in line for limit in row_limits(canned.named(query))), (command, line)
 
 
 def test_every_command_has_help_that_runs():

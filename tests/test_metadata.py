@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from paths import METADATA_YML, ROOT
 
 from spack_cache_db.cli import cli
+from spack_cache_db.db import schema
 from spack_cache_db.query import canned, spec
 from spack_cache_db.web import describe, views
 
@@ -187,7 +188,7 @@ SITE_SETTINGS = METADATA["plugins"]["spack-cache-db"]
 def test_every_parameter_of_every_question_has_a_field(cache_db):
     """Every parameter a form asks for: not the one that goes on after a capped answer (its link sets it)."""
     fields = SITE_SETTINGS["fields"]
-    going_on = {canned.named(name).next_page[0] for name in QUERIES if canned.named(name).next_page}
+    going_on = {canned.named(name).next_page.parameter for name in QUERIES if canned.named(name).next_page}
     used = {param for entry in QUERIES.values() for param in entry["params"]} - going_on
     assert going_on and used == set(fields)
     conn = sqlite3.connect(cache_db)
@@ -231,3 +232,20 @@ def test_the_questions_listed_first_are_queries_and_tables_of_the_database(cache
         for item in s["items"]
     }
     assert len(listed) == sum(len(s["items"]) for s in SITE_SETTINGS["questions"]), "each listed once"
+
+
+def row_limits(query):
+    """The caps of a canned query's answer, written as people read them ("1,000"): with every parameter empty,
+    and with every one given (a package, say)."""
+    conn = sqlite3.connect(":memory:")
+    schema.create_schema(conn)
+    return {
+        f"{canned.most_rows(conn, query, {**dict.fromkeys(spec.PARAMETERS, ''), **dict.fromkeys(query.params, given)}):,}"
+        for given in ("", "x")
+    }
+
+
+@pytest.mark.parametrize("query", [q for q in canned.read_queries() if q.row_limit_sql], ids=lambda q: q.name)
+def test_a_capped_question_says_its_caps(query):
+    """Its description (the page's and the JSON's only word on it) names each cap, as the row_limit has it."""
+    assert all(limit in query.description for limit in row_limits(query)), (row_limits(query), query.description)

@@ -3,7 +3,7 @@
 --   One row per version of a package, newest first in Spack's version order, with the number of
 --   binaries in each tag that has it (specs_per_tag, tags in the usual order: develop, releases,
 --   snapshots) and the newest and oldest of those tags. With no package: the first 20 packages by
---   name.
+--   name. At most 1,000 rows.
 -- params: [package]
 -- button: Show the versions
 -- rows: [version, versions]

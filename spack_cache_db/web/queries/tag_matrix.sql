@@ -2,7 +2,7 @@
 -- description: >-
 --   What a tag (or one of its stacks) covers: binaries and packages for every combination of
 --   operating system, target microarchitecture and compiler it has. Tag defaults to develop (or the
---   newest tag); an empty stack means all of them.
+--   newest tag); an empty stack means all of them. At most 1,000 rows.
 -- params: [tag, stack]
 -- button: Show what it covers
 -- rows: [combination, combinations]

@@ -2,7 +2,7 @@
 -- description: >-
 --   For each version of a package, newest first: the first and last weekly snapshot that had it,
 --   how many snapshots had it, the releases that ship it and whether develop has it now. With no
---   package: the first 20 packages by name.
+--   package: the first 20 packages by name. At most 1,000 rows.
 -- params: [package]
 -- button: Show the timeline
 -- rows: [version, versions]
