@@ -3,8 +3,11 @@ peak memory (its own and its children's, from the kernel), and whether anything 
 
 import hashlib
 import os
+import re
+import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -18,21 +21,61 @@ class Watched:
     stdout: str
     stderr: str
     seconds: float
-    peak_bytes: int  # the largest resident set of the process or of any child it waited for
+    peak_bytes: int  # the largest resident set of the command or of any child it waited for; 0 if it was killed
+
+
+# Linux starts a child's peak resident set at the one its parent had when it forked, and keeps it across exec: a
+# command started straight from the test process would count the test process's peak. So the command runs as the
+# child of this small launcher, which writes the command's own peak (in KiB) to the file named first.
+LAUNCHER = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def own_rise_from_now():
+    """A function giving how far this process's peak resident set rose above its resident set at the call, in
+    bytes. The kernel's high-water mark is reset first (writing 5 to clear_refs), so that a peak the process
+    reached before cannot hide what comes after."""
+    Path("/proc/self/clear_refs").write_text("5")
+    start = own_status_kib("VmHWM")
+    return lambda: (own_status_kib("VmHWM") - start) * 1024
+
+
+def own_status_kib(field):
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB$", status, re.MULTILINE).group(1))
+
+
+def kill_group(leader):
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except ProcessLookupError:  # it ended as the time ran out
+        pass
 
 
 def run_watched(command, time_limit, **options):
-    """Run command, killing it after time_limit seconds."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """Run command, killing it (and whatever it started) after time_limit seconds."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as peak:
+        peak_file = Path(peak) / "peak-kib"
+        launched = [sys.executable, "-c", LAUNCHER, peak_file, *command]
         started = time.monotonic()
-        process = subprocess.Popen(command, stdout=out, stderr=err, **options)
-        killer = threading.Timer(time_limit, process.kill)
+        process = subprocess.Popen(launched, stdout=out, stderr=err, start_new_session=True, **options)
+        killer = threading.Timer(time_limit, kill_group, (process.pid,))
         killer.start()
         try:
-            _, status, usage = os.wait4(process.pid, 0)
+            process.wait()
         finally:
             killer.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.monotonic() - started
         out.seek(0)
         err.seek(0)
@@ -41,7 +84,7 @@ def run_watched(command, time_limit, **options):
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
             seconds,
-            usage.ru_maxrss * 1024,  # Linux counts it in KiB
+            int(peak_file.read_text()) * 1024 if peak_file.exists() else 0,  # Linux counts it in KiB
         )
 
 

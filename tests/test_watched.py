@@ -1,0 +1,58 @@
+"""The watch the command-line tests keep: a peak is the command's own, whatever the test process held before."""
+
+import sys
+
+from watched import own_rise_from_now, run_watched
+
+MIB = 2**20
+
+
+def resident(mib):
+    """A block of mib MiB, every page of it touched."""
+    block = bytearray(mib * MIB)
+    for offset in range(0, len(block), 4096):
+        block[offset] = 1
+    return block
+
+
+def python(code):
+    return [sys.executable, "-c", code]
+
+
+def test_a_small_command_has_a_small_peak_after_the_test_process_grew():
+    block = resident(400)
+    result = run_watched(python("pass"), 30)
+    del block
+    assert result.returncode == 0, result.stderr
+    assert 0 < result.peak_bytes < 100 * MIB
+
+
+def test_the_peak_counts_the_command_and_the_children_it_waited_for():
+    grow = "block = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096): block[i] = 1"
+    alone = run_watched(python(grow), 30)
+    child = run_watched(python(f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grow!r}])"), 30)
+    for result in (alone, child):
+        assert result.returncode == 0, result.stderr
+        assert result.peak_bytes > 300 * MIB
+
+
+def test_a_command_past_its_time_is_killed_with_what_it_started():
+    started = "import subprocess, sys; print(subprocess.Popen(['sleep', '30']).pid, flush=True); subprocess.run(['sleep', '30'])"
+    result = run_watched(python(started), 1)
+    assert result.returncode == -9 and result.seconds < 10
+    sleeper = int(result.stdout)
+    try:
+        with open(f"/proc/{sleeper}/stat") as stat:
+            assert stat.read().split(") ")[1][0] == "Z"  # only a zombie, for init to reap
+    except FileNotFoundError:
+        pass
+
+
+def test_the_rise_of_the_test_process_is_counted_from_the_call():
+    earlier = resident(300)
+    del earlier
+    rise = own_rise_from_now()
+    assert rise() < 50 * MIB
+    block = resident(200)
+    assert rise() > 200 * MIB
+    del block
