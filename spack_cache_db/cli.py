@@ -251,9 +251,11 @@ def find(spec, database, tags, host, output_format):
     _say_if_limited(found, "narrow the spec or --tag for the rest")
 
 
-def _say_if_limited(answer, what_then):
+def _say_if_limited(answer, what_then, after=None):
     if answer.limited:
-        click.echo(f"These are the first {len(answer.rows):,} binaries: {what_then}.", err=True)
+        count = f"{len(answer.rows):,} binaries"
+        which = f"the {count} after {after}" if after else f"the first {count}"
+        click.echo(f"These are {which}: {what_then}.", err=True)
 
 
 TABLE_HEADER = ("hash", "spec", "tag", "stacks")
@@ -412,7 +414,7 @@ def dependents(target, database, tag, after, output_format):
             err=True,
         )
         sys.exit(1)
-    _say_if_limited(found, f"--after {found.rows[-1]['hash']} lists those after them")
+    _say_if_limited(found, f"--after {found.rows[-1]['hash']} lists those after them", after)
 
 
 @cli.command()
