@@ -764,7 +764,7 @@ RECOUNT_TEMPORARIES = ("recount", *re.findall(r"CREATE TEMP TABLE (\w+)", "\n".j
 class KeptCount(NamedTuple):
     table: str  # the count table: its key columns, then the count
     rows: str  # the table whose rows it counts
-    key: str  # SQL of the key of a row of rows, its columns as {row}.<column>
+    key: tuple  # SQL of each key column's value for a row of rows, in the table's order; its columns as {row}.<column>
     count_every_row: str  # a full build's INSERT of every count
 
     @property
@@ -781,7 +781,7 @@ KEPT_COUNTS = (
     KeptCount(
         "dependency_edge_counts",
         "spec_dependencies",
-        f"({_DEPENDENCY_VERSION.format('{row}.dependency_id')}), {{row}}.kind_id",
+        (f"({_DEPENDENCY_VERSION.format('{row}.dependency_id')})", "{row}.kind_id"),
         f"""INSERT INTO dependency_edge_counts
     SELECT ({_DEPENDENCY_VERSION.format("per_spec.dependency_id")}), kind_id, sum(edges)
     FROM (SELECT dependency_id, kind_id, count(*) AS edges FROM spec_dependencies GROUP BY dependency_id, kind_id)
@@ -791,7 +791,7 @@ KEPT_COUNTS = (
     KeptCount(
         "listing_binaries",
         "page_specs",
-        "{row}.listing_id",
+        ("{row}.listing_id",),
         "INSERT INTO listing_binaries SELECT listing_id, count(*) FROM page_specs GROUP BY listing_id",
     ),
 )
@@ -805,7 +805,7 @@ def count_as_written(kept, event):
     return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{kept.table}_{event.lower()} AFTER {event} ON main.{kept.rows}
     BEGIN
         INSERT INTO {kept.table} ({", ".join(keys)}, {count})
-        SELECT {kept.key.format(row=row)}, {sign}1
+        SELECT {", ".join(value.format(row=row) for value in kept.key)}, {sign}1
         WHERE true ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
     END"""
 
@@ -1001,19 +1001,23 @@ def _not_referred_to(reference, kept):
 
 
 def _count_of(reference):
-    """The KEPT_COUNTS count of the rows that make the reference, by its column (a key column of the count that
-    is the referring row's column), or None."""
+    """The KEPT_COUNTS count of the rows that make the reference, by its column (a key column of the count whose
+    value is the referring row's column), or None."""
     return next(
         (
             kept
             for kept in KEPT_COUNTS
             if kept.rows == reference.child
-            and reference.column in COLUMNS[kept.table][:-1]
+            and _key_values(kept).get(reference.column) == f"{{row}}.{reference.column}"
             and reference.parent_column not in COLUMNS[kept.table]
-            and f"{{row}}.{reference.column}" in kept.key
         ),
         None,
     )
+
+
+def _key_values(kept):
+    """{key column of the count: the SQL of its value for a row}."""
+    return dict(zip(COLUMNS[kept.table][:-1], kept.key, strict=True))
 
 
 def full_text_columns(index):
