@@ -253,9 +253,8 @@ def find(spec, database, tags, host, output_format):
 
 def _say_if_limited(answer, what_then, after=None):
     if answer.limited:
-        count = f"{len(answer.rows):,} binaries"
-        which = f"the {count} after {after}" if after else f"the first {count}"
-        click.echo(f"These are {which}: {what_then}.", err=True)
+        starting = f" after {after}" if after else ""
+        click.echo(f"These are the first {len(answer.rows):,} binaries{starting}: {what_then}.", err=True)
 
 
 TABLE_HEADER = ("hash", "spec", "tag", "stacks")

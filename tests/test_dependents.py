@@ -272,8 +272,11 @@ def test_the_terminal_lists_the_dependents_after_the_last_one_it_listed(shaped):
         if not err:
             break
         assert (status, len(rows)) == (0, ROW_LIMIT)
-        which = f"the {ROW_LIMIT:,} binaries after {after[1]}" if after else f"the first {ROW_LIMIT:,} binaries"
-        assert err == f"These are {which}: --after {rows[-1]['hash']} lists those after them.\n"
+        starting = f" after {after[1]}" if after else ""  # as the page's heading says it
+        assert (
+            err
+            == f"These are the first {ROW_LIMIT:,} binaries{starting}: --after {rows[-1]['hash']} lists those after them.\n"
+        )
         after = ["--after", rows[-1]["hash"][:12]]
     assert (status, len(rows)) == (0, 3300 % ROW_LIMIT)
     assert listed == Reference(shaped).dependents("dense-lib", "develop", most=None)
