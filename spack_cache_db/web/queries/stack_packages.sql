@@ -70,22 +70,27 @@ per_listing AS (
     WHERE args.stack = ''
     GROUP BY page_specs.listing_id
 ),
--- Per stack, package and version. With a stack, each binary's listing is read and kept when its set of
--- stacks holds the stack: no set's other stacks are read, and nothing is counted per listing first (in a
--- tag whose binaries spread over many sets of stacks, a listing has about one binary).
-per_version AS (
-    SELECT args.stack, packages.name AS package, versions.version, versions.version_rank, count(*) AS specs
+-- With a stack, each binary's listing is read and kept when its set of stacks holds the stack: no set's
+-- other stacks are read, and nothing is counted per listing first (in a tag whose binaries spread over many
+-- sets of stacks, a listing has about one binary). Counted per version id; names are read per version.
+in_stack_per_version AS (
+    SELECT configurations.version_id, count(*) AS specs
     FROM args
     CROSS JOIN counted_pages
-    CROSS JOIN pages ON pages.id = counted_pages.id
-    CROSS JOIN page_specs ON page_specs.page_id = pages.id
+    CROSS JOIN page_specs ON page_specs.page_id = counted_pages.id
     CROSS JOIN listings ON listings.id = page_specs.listing_id
     CROSS JOIN in_stack ON in_stack.stack_set_id = listings.stack_set_id
     CROSS JOIN configurations ON configurations.id = listings.configuration_id
-    JOIN versions ON versions.id = configurations.version_id
-    JOIN packages ON packages.id = pages.package_id
     WHERE args.stack <> ''
-    GROUP BY packages.id, versions.id
+    GROUP BY configurations.version_id
+),
+-- Per stack, package and version.
+per_version AS (
+    SELECT args.stack, packages.name AS package, versions.version, versions.version_rank, in_stack_per_version.specs
+    FROM args
+    CROSS JOIN in_stack_per_version
+    CROSS JOIN versions ON versions.id = in_stack_per_version.version_id
+    CROSS JOIN packages ON packages.id = versions.package_id
     UNION ALL
     SELECT stacks.name, packages.name, versions.version, versions.version_rank, sum(per_listing.specs)
     FROM per_listing
