@@ -128,7 +128,8 @@ def write_query(folder, name, text):
         (f"{HEADER}-- params: [tag]\nSELECT :package", "expected params to list each :parameter"),
         (f"{HEADER}-- colour: red\nSELECT 1", "unknown header field"),
         ("-- title: [unclosed\nSELECT 1", "expected a YAML header"),
-        (f"{HEADER}-- next_page: after\nSELECT 1", "expected next_page to be {parameter: column}"),
+        (f"{HEADER}-- next_page: after\nSELECT 1", "expected next_page to be {parameter: column, ...}"),
+        (f"{HEADER}-- next_page: {{}}\nSELECT 1", "expected next_page to be {parameter: column, ...}"),
         (f"{HEADER}-- next_page: {{after: hash}}\nSELECT 1", "next_page: expected one of the params [], found 'after'"),
         (
             f"{HEADER}-- params: [after]\n-- next_page: {{after: hash}}\nSELECT :after",
@@ -186,9 +187,11 @@ SITE_SETTINGS = METADATA["plugins"]["spack-cache-db"]
 
 
 def test_every_parameter_of_every_question_has_a_field(cache_db):
-    """Every parameter a form asks for: not the one that goes on after a capped answer (its link sets it)."""
+    """Every parameter a form asks for: not those that go on after a capped answer (its link sets them)."""
     fields = SITE_SETTINGS["fields"]
-    going_on = {canned.named(name).next_page.parameter for name in QUERIES if canned.named(name).next_page}
+    going_on = {
+        param for name in QUERIES if canned.named(name).next_page for param in canned.named(name).next_page.parameters
+    }
     used = {param for entry in QUERIES.values() for param in entry["params"]} - going_on
     assert going_on and used == set(fields)
     conn = sqlite3.connect(cache_db)

@@ -1,5 +1,6 @@
 """The canned queries, the download link and search, served by Datasette over the samples' cache.db."""
 
+import html
 import json
 import re
 import sqlite3
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from datasette.app import Datasette
-from pagemaker import spec, write_page
+from pagemaker import meta_for, spec, write_page
 from test_counts import vm_steps
 
 from spack_cache_db.build import build
@@ -403,10 +404,86 @@ async def test_the_packages_of_a_stack_are_counted_without_reading_each_binarys_
     steps = {}
     for other_stacks in (1, 12):
         db = stacked_db(tmp_path / str(other_stacks), other_stacks)
-        rows = sqlite3.connect(db).execute(sql, {"stack": "x", "tag": "develop"}).fetchall()
+        asked = {"stack": "x", "tag": "develop", "after_stack": "", "after": ""}
+        rows = sqlite3.connect(db).execute(sql, asked).fetchall()
         assert [(row[1], row[3]) for row in rows] == [("aa", 30), ("bb", 30), ("cc", 30)]
-        steps[other_stacks] = vm_steps(db, sql, {"stack": "x", "tag": "develop"})[1]
+        steps[other_stacks] = vm_steps(db, sql, asked)[1]
     assert steps[12] < 1.1 * steps[1], steps
+
+
+PACKAGES_IN_X = 510  # more than the 500 a stack's answer lists
+
+
+@pytest.fixture(scope="module")
+def many_packages_db(tmp_path_factory):
+    """A tag of PACKAGES_IN_X packages, each with a binary of 1.0 in stacks root and x and one of 2.0 in root and
+    y. Every seventh page's meta disagrees with its binaries: those are counted from their binaries."""
+    folder = tmp_path_factory.mktemp("stacks")
+    for n in range(PACKAGES_IN_X):
+        package = f"p{n:03d}"
+        binaries = [
+            spec(f"{package}/x", versions=["1.0"], stacks=["root", "x"]),
+            spec(f"{package}/y", versions=["2.0"], stacks=["root", "y"]),
+        ]
+        write_page(
+            folder / "site",
+            package,
+            "develop",
+            binaries,
+            {**meta_for(binaries), "num_specs": 3} if n % 7 == 0 else None,
+        )
+    build([str(folder / "site")], folder / "cache.db")
+    return folder / "cache.db"
+
+
+def stack_packages_in_pages(db, stack):
+    """Every row of stack_packages for the stack ('' for all), asked for page after page in sqlite3 as the link
+    under each answer asks: (stack, package, versions, specs), and the number of rows of each answer."""
+    conn, sql = sqlite3.connect(db), canned.named("stack_packages").sql
+    listed, answers, after = [], [], {"after_stack": "", "after": ""}
+    while True:
+        rows = conn.execute(sql, {"stack": stack, "tag": "", **after}).fetchall()
+        listed += [(row[0], row[1], json.loads(row[2]), row[3]) for row in rows]
+        answers.append(len(rows))
+        if len(rows) < (500 if stack else 100):
+            return listed, answers
+        after = {"after_stack": rows[-1][0], "after": rows[-1][1]}
+
+
+async def test_the_packages_of_a_stack_go_on_after_the_last_one_listed(many_packages_db):
+    packages = [f"p{n:03d}" for n in range(PACKAGES_IN_X)]
+    listed, answers = stack_packages_in_pages(many_packages_db, "x")
+    assert answers == [500, PACKAGES_IN_X - 500]
+    assert listed == [("x", package, ["1.0"], 1) for package in packages]
+    listed, answers = stack_packages_in_pages(many_packages_db, "")
+    assert answers == [100] * (3 * PACKAGES_IN_X // 100) + [3 * PACKAGES_IN_X % 100]
+    assert listed == [
+        *[("root", package, ["2.0", "1.0"], 2) for package in packages],
+        *[("x", package, ["1.0"], 1) for package in packages],
+        *[("y", package, ["2.0"], 1) for package in packages],
+    ]
+
+
+async def test_the_packages_page_links_to_the_packages_after_those_it_shows(many_packages_db):
+    """From the first answer for stack x, the link under it leads to the rest; its heading says where it
+    starts, and the last answer has no link."""
+    ds = datasette_for(many_packages_db)
+    url, listed, headings = "/cache/stack_packages?stack=x&tag=develop", [], []
+    while url and len(headings) < 3:
+        page = await ds.client.get(url)
+        assert page.status_code == 200, page.text[:300]
+        headings.append(re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL).group(1))
+        listed += re.findall(r'<a class="spack-package" href="[^"]*">([^<]*)</a>', page.text)
+        following = re.search(r'<p class="spack-next"><a href="([^"]*)">The packages after these →</a>', page.text)
+        url = following and html.unescape(following.group(1))
+        if url:
+            asked = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+            assert (asked["stack"], asked["after_stack"], asked["after"]) == (["x"], ["x"], [listed[-1]])
+    assert listed == [f"p{n:03d}" for n in range(PACKAGES_IN_X)]
+    assert headings == [
+        "500 packages in develop: the first 500",
+        f"{PACKAGES_IN_X - 500} packages in develop after p499",
+    ]
 
 
 async def test_tag_matrix_covers_the_whole_tag(ds):

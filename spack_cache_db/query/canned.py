@@ -1,8 +1,8 @@
 """The canned queries in queries/<name>.sql, which the web serves as its questions and the terminal runs as the
 same SQL: each file starts with a YAML header in SQL comments (title, description, params, button: what its
 form's button says, rows: what one row is, singular and plural, and, optionally, chart: the dashboard that
-draws it, hidden_columns: those its page leaves out, for JSON and CSV, and next_page: {parameter: column},
-when the rows after a capped answer are asked for by setting that parameter to its last row's column); the
+draws it, hidden_columns: those its page leaves out, for JSON and CSV, and next_page: {parameter: column, ...},
+when the rows after a capped answer are asked for by setting each parameter to its column of the last row); the
 rest of the file is the query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are
 magic: the plugin makes them from the spec field (query/spec.py), and sqlite3 takes them as empty.
 
@@ -36,10 +36,14 @@ class MetadataError(Exception):
 
 
 class NextPage(NamedTuple):
-    """How the rows after a capped answer are asked for: this parameter set to the last row's column."""
+    """How the rows after a capped answer are asked for: each parameter set to its column of the last row (the
+    columns the answer is ordered by, in that order). The last one names the row the answer goes on after."""
 
-    parameter: str
-    column: str
+    columns: tuple  # ((parameter, column), ...)
+
+    @property
+    def parameters(self):
+        return [parameter for parameter, _ in self.columns]
 
 
 @dataclass(frozen=True)
@@ -102,16 +106,14 @@ def read_query(path):
 def _next_page(path, given, params, row_limit_sql):
     if given is None:
         return None
-    if not (
-        isinstance(given, dict) and len(given) == 1 and all(isinstance(word, str) for word in [*given, *given.values()])
-    ):
-        raise MetadataError(f"{path}: expected next_page to be {{parameter: column}}, found {given!r}")
-    [(parameter, column)] = given.items()
-    if parameter not in params:
-        raise MetadataError(f"{path}: next_page: expected one of the params {params}, found {parameter!r}")
+    if not (isinstance(given, dict) and given and all(isinstance(word, str) for word in [*given, *given.values()])):
+        raise MetadataError(f"{path}: expected next_page to be {{parameter: column, ...}}, found {given!r}")
+    for parameter in given:
+        if parameter not in params:
+            raise MetadataError(f"{path}: next_page: expected one of the params {params}, found {parameter!r}")
     if row_limit_sql is None:
         raise MetadataError(f"{path}: next_page: expected a capped answer (a row_limit) to go on after")
-    return NextPage(parameter, column)
+    return NextPage(tuple(given.items()))
 
 
 def _check_params(path, params, sql):

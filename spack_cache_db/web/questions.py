@@ -145,25 +145,28 @@ async def has_more(datasette, database, name, request, row_count):
 
 
 def asked_in_the_form(name, query):
-    """The canned query called name (Datasette's dict), with the parameters its form asks for: not the one that
-    goes on after a capped answer (next_page), which the page's link sets: a question asked anew starts from
+    """The canned query called name (Datasette's dict), with the parameters its form asks for: not those that
+    go on after a capped answer (next_page), which the page's link sets: a question asked anew starts from
     the start."""
     going_on = canned.named(name).next_page
     return {
         **query,
-        "params": [param for param in query.get("params", []) if not going_on or param != going_on.parameter],
+        "params": [param for param in query.get("params", []) if not going_on or param not in going_on.parameters],
     }
 
 
 def next_page(name, request):
     """For a question that goes on after its capped answer (next_page): spack_next_page, the link to the rows
-    after a row, and spack_continued, the value this answer went on from ("" at the start)."""
+    after a row, and spack_continued, the row this answer went on after, as its last parameter names it (""
+    at the start)."""
     going_on = canned.named(name).next_page
     if going_on is None:
         return {"spack_next_page": None, "spack_continued": ""}
     return {
-        "spack_next_page": lambda row: path_with_replaced_args(request, {going_on.parameter: row[going_on.column]}),
-        "spack_continued": request.args.get(going_on.parameter, "").strip(),
+        "spack_next_page": lambda row: path_with_replaced_args(
+            request, {parameter: row[column] for parameter, column in going_on.columns}
+        ),
+        "spack_continued": request.args.get(going_on.parameters[-1], "").strip(),
     }
 
 

@@ -2,16 +2,23 @@
 -- description: >-
 --   The packages a stack has in a tag, with their versions (newest first) and binary counts. With no
 --   stack: every stack of the tag, one row per stack and package. Tag defaults to develop (or the
---   newest tag). At most 1,000 rows for a stack, 100 without.
--- params: [stack, tag]
+--   newest tag). At most 500 rows for a stack, 100 without, the first in the order shown; the next are
+--   those after the last one shown (after_stack and after: its stack and package, which the link under
+--   the answer gives).
+-- params: [stack, tag, after_stack, after]
 -- button: Show the packages
 -- rows: [package, packages]
+-- next_page: {after_stack: stack, after: package}
 WITH args AS (
     SELECT
         trim(coalesce(:stack, '')) AS stack,
-        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
+        coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag,
+        -- Where the answer starts in its order (stack, package): after this row ('' before every name). With
+        -- a stack, a package alone names the row.
+        coalesce(nullif(trim(coalesce(:after_stack, '')), ''), trim(coalesce(:stack, ''))) AS after_stack,
+        trim(coalesce(:after, '')) AS after_package
 ),
-row_limit AS (SELECT CASE WHEN stack = '' THEN 100 ELSE 1000 END AS rows FROM args),
+row_limit AS (SELECT CASE WHEN stack = '' THEN 100 ELSE 500 END AS rows FROM args),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
 -- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
@@ -32,6 +39,7 @@ vouched AS (
     CROSS JOIN packages ON packages.id = checked_pages.package_id
     CROSS JOIN args
     WHERE checked_pages.by_stack IS NOT NULL AND (args.stack = '' OR stacks.name = args.stack)
+        AND (stacks.name, packages.name) > (args.after_stack, args.after_package)
     GROUP BY checked_pages.id, stacks.id
 ),
 -- The first of them: a row after these cannot be among the rows listed.
@@ -129,7 +137,7 @@ whole_packages AS (
 )
 SELECT stack, package, versions, specs, (SELECT name FROM chosen) AS tag
 FROM per_package
-WHERE n = 1
+WHERE n = 1 AND (stack, package) > (SELECT after_stack, after_package FROM args)
 UNION ALL
 SELECT stack, package, versions, specs, (SELECT name FROM chosen) AS tag
 FROM whole_packages
