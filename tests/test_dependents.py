@@ -26,7 +26,7 @@ from mirrors import write_v2
 from pagemaker import write_spread_corpus
 from test_dependencies import dag_hash, terminal
 from test_indexes import LIBDWARF_M1
-from test_queries import with_row_limit
+from test_queries import answers_one_after_another, with_row_limit
 
 from spack_cache_db.build import build
 from spack_cache_db.db import schema
@@ -291,18 +291,16 @@ async def test_the_question_page_links_to_the_binaries_after_those_it_shows(shap
     """From the first answer of dense-lib's 3,300 dependents, each page's link leads to the next ROW_LIMIT, the
     last page has none, and the pages' answers (their JSON links) are the whole walk in order."""
     ds = datasette_for(shaped)
-    url, listed, headings = "/cache/dependents?package=dense-lib", [], []
-    while url and len(headings) <= 3300 // ROW_LIMIT:
-        page = await ds.client.get(url)
-        assert page.status_code == 200, page.text[:300]
-        headings.append(re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL).group(1))
-        json_url = re.search(r'<a href="([^"]*)">json</a>', page.text).group(1)
+    pages = await answers_one_after_another(
+        ds, "/cache/dependents?package=dense-lib", "binaries", 3300 // ROW_LIMIT + 1
+    )
+    listed, headings = [], [heading for _, heading, _ in pages]
+    for text, _, asked in pages:
+        json_url = re.search(r'<a href="([^"]*)">json</a>', text).group(1)
         rows = (await ds.client.get(html.unescape(json_url) + "&_shape=objects")).json()["rows"]
         listed += [(row["package"], row["version"], row["hash"], row["directly"] == "yes") for row in rows]
-        following = re.search(r'<p class="spack-next"><a href="([^"]*)">The binaries after these →</a>', page.text)
-        url = following and html.unescape(following.group(1))
-        if url:
-            assert urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["after"] == [rows[-1]["hash"]]
+        if asked:
+            assert asked["after"] == [rows[-1]["hash"]]
     assert listed == Reference(shaped).dependents("dense-lib", "develop", most=None)
     of = ' binaries of <a href="/cache/package?package=aa-app">aa-app</a> in develop'
     assert headings[0] == f"{ROW_LIMIT}{of}: the first {ROW_LIMIT}"

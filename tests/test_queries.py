@@ -464,23 +464,32 @@ async def test_the_packages_of_a_stack_go_on_after_the_last_one_listed(many_pack
     ]
 
 
+async def answers_one_after_another(ds, url, rows, most):
+    """The pages of a capped question from url on, each reached by the link under the answer before it ("The
+    <rows> after these →"), at most `most` of them: [(page text, heading, what its link asks or None)]."""
+    pages = []
+    while url and len(pages) < most:
+        page = await ds.client.get(url)
+        assert page.status_code == 200, page.text[:300]
+        heading = re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL).group(1)
+        following = re.search(rf'<p class="spack-next"><a href="([^"]*)">The {rows} after these →</a>', page.text)
+        url = following and html.unescape(following.group(1))
+        pages.append((page.text, heading, url and urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)))
+    return pages
+
+
 async def test_the_packages_page_links_to_the_packages_after_those_it_shows(many_packages_db):
     """From the first answer for stack x, the link under it leads to the rest; its heading says where it
     starts, and the last answer has no link."""
     ds = datasette_for(many_packages_db)
-    url, listed, headings = "/cache/stack_packages?stack=x&tag=develop", [], []
-    while url and len(headings) < 3:
-        page = await ds.client.get(url)
-        assert page.status_code == 200, page.text[:300]
-        headings.append(re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL).group(1))
-        listed += re.findall(r'<a class="spack-package" href="[^"]*">([^<]*)</a>', page.text)
-        following = re.search(r'<p class="spack-next"><a href="([^"]*)">The packages after these →</a>', page.text)
-        url = following and html.unescape(following.group(1))
-        if url:
-            asked = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    pages = await answers_one_after_another(ds, "/cache/stack_packages?stack=x&tag=develop", "packages", 3)
+    listed = []
+    for text, _, asked in pages:
+        listed += re.findall(r'<a class="spack-package" href="[^"]*">([^<]*)</a>', text)
+        if asked:
             assert (asked["stack"], asked["after_stack"], asked["after"]) == (["x"], ["x"], [listed[-1]])
     assert listed == [f"p{n:03d}" for n in range(PACKAGES_IN_X)]
-    assert headings == [
+    assert [heading for _, heading, _ in pages] == [
         "500 packages in develop: the first 500",
         f"{PACKAGES_IN_X - 500} packages in develop after p499",
     ]
