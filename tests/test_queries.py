@@ -479,8 +479,8 @@ async def answers_one_after_another(ds, url, rows, most):
 
 
 async def test_the_packages_page_links_to_the_packages_after_those_it_shows(many_packages_db):
-    """From the first answer for stack x, the link under it leads to the rest; its heading says where it
-    starts, and the last answer has no link."""
+    """From the first answer, with a stack and without, the link under it leads to the rest; its heading says
+    where it starts (the stack too when the question does not ask one), and the last answer has no link."""
     ds = datasette_for(many_packages_db)
     pages = await answers_one_after_another(ds, "/cache/stack_packages?stack=x&tag=develop", "packages", 3)
     listed = []
@@ -493,6 +493,9 @@ async def test_the_packages_page_links_to_the_packages_after_those_it_shows(many
         "500 packages in develop: the first 500",
         f"{PACKAGES_IN_X - 500} packages in develop after p499",
     ]
+    first, second = await answers_one_after_another(ds, "/cache/stack_packages?tag=develop", "packages", 2)
+    assert (first[2]["after_stack"], first[2]["after"]) == (["root"], ["p099"])
+    assert second[1] == "100 packages in develop: the first 100 after root, p099"
 
 
 async def test_tag_matrix_covers_the_whole_tag(ds):

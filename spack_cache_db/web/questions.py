@@ -157,8 +157,7 @@ def asked_in_the_form(name, query):
 
 def next_page(name, request):
     """For a question that goes on after its capped answer (next_page): spack_next_page, the link to the rows
-    after a row, and spack_continued, the row this answer went on after, as its last parameter names it (""
-    at the start)."""
+    after a row, and spack_continued, the row this answer went on after ("" at the start)."""
     going_on = canned.named(name).next_page
     if going_on is None:
         return {"spack_next_page": None, "spack_continued": ""}
@@ -166,8 +165,18 @@ def next_page(name, request):
         "spack_next_page": lambda row: path_with_replaced_args(
             request, {parameter: row[column] for parameter, column in going_on.columns}
         ),
-        "spack_continued": request.args.get(going_on.parameters[-1], "").strip(),
+        "spack_continued": _went_on_after(going_on, request),
     }
+
+
+def _went_on_after(going_on, request):
+    """The row an answer went on after, as its heading names it: the values of the next_page parameters, but
+    for one that only repeats what the question asks of its column (after_stack, when a stack is asked)."""
+    given = [
+        (request.args.get(parameter, "").strip(), request.args.get(column, "").strip())
+        for parameter, column in going_on.columns
+    ]
+    return ", ".join(value for value, asked in given if value and value != asked)
 
 
 async def most_rows(datasette, database, name, params):
