@@ -437,17 +437,17 @@ def many_packages_db(tmp_path_factory):
 
 
 def stack_packages_in_pages(db, stack):
-    """Every row of stack_packages for the stack ('' for all), asked for page after page in sqlite3 as the link
-    under each answer asks: (stack, package, versions, specs), and the number of rows of each answer."""
-    conn, sql = sqlite3.connect(db), canned.named("stack_packages").sql
+    """Every row of stack_packages for the stack ('' for all), asked for answer after answer as the link under
+    each asks, while an answer reaches its cap: (stack, package, versions, specs), and the rows of each answer."""
+    conn, query = sqlite3.connect(db), canned.named("stack_packages")
     listed, answers, after = [], [], {"after_stack": "", "after": ""}
     while True:
-        rows = conn.execute(sql, {"stack": stack, "tag": "", **after}).fetchall()
-        listed += [(row[0], row[1], json.loads(row[2]), row[3]) for row in rows]
-        answers.append(len(rows))
-        if len(rows) < (500 if stack else 100):
+        answer = canned.ask(conn, query, {"stack": stack, "tag": "", **after})
+        listed += [(row["stack"], row["package"], json.loads(row["versions"]), row["specs"]) for row in answer.rows]
+        answers.append(len(answer.rows))
+        if not answer.limited:
             return listed, answers
-        after = {"after_stack": rows[-1][0], "after": rows[-1][1]}
+        after = {"after_stack": answer.rows[-1]["stack"], "after": answer.rows[-1]["package"]}
 
 
 async def test_the_packages_of_a_stack_go_on_after_the_last_one_listed(many_packages_db):
