@@ -163,11 +163,11 @@ args AS (
     FROM given
     JOIN spec_nodes AS root ON root.n = 0
 ),
--- The variant and tag fields split at spaces.
+-- The variant and tag fields split at spaces, read from given: each reference to args copies the spec's nodes.
 words(field, word, rest) AS (
-    SELECT 'variant', '', variant || ' ' FROM args
+    SELECT 'variant', '', variant || ' ' FROM given
     UNION ALL
-    SELECT 'tag', '', tag || ' ' FROM args
+    SELECT 'tag', '', tag || ' ' FROM given
     UNION ALL
     SELECT field, substr(rest, 1, instr(rest, ' ') - 1), ltrim(substr(rest, instr(rest, ' ') + 1))
     FROM words WHERE rest <> ''
@@ -269,9 +269,8 @@ tag_edges AS NOT MATERIALIZED (
 dependents(n, spec_id) AS (
     SELECT * FROM (
         SELECT DISTINCT tag_dependency_specs.n, tag_edges.spec_id
-        FROM tag_edges
-        CROSS JOIN tag_dependency_specs ON tag_dependency_specs.spec_id = tag_edges.dependency_id
-        WHERE tag_edges.dependency_id IN (SELECT spec_id FROM tag_dependency_specs)
+        FROM tag_dependency_specs
+        CROSS JOIN tag_edges ON tag_edges.dependency_id = tag_dependency_specs.spec_id
         LIMIT 10001
     )
     UNION
@@ -345,7 +344,7 @@ matching_compilers AS (
     WHERE compilers.label = args.compiler OR compilers.name = args.compiler
        OR substr(compilers.label, 1, length(args.compiler) + 1) = args.compiler || '.'
 ),
-stack_sets_of_the_stack AS (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
+stack_sets_of_the_stack AS (SELECT stack_memberships.stack_set_id FROM given JOIN stack_memberships USING (stack)),
 -- Packages that can match, so that the scan below skips the others: those of the spec's hash (/abcd), of
 -- the configurations its filters leave, and of the binaries found up the edges.
 hash_packages AS (
