@@ -129,7 +129,7 @@ def shaped_tag():
     """One tag of 6,600 binaries in which each way of `dependents` is taken: dense-lib is linked against by
     the first 3,300 binaries in the answer's order (aa-app), sparse-lib by 3,100 binaries that come after
     them (zz-app, some through mid-lib), tiny-lib by five, mixed-lib by every third aa-app and every zz-app
-    (its 1,000th dependent is about the 3,000th binary), and lumpy-lib by the first 100 (aa-app@2.0) and every
+    (its 1,000th dependent is about the 3,000th binary), and lumpy-lib by the first 60 (of the 100 aa-app@2.0) and every
     zz-app; a build-only edge and a run edge are not links."""
     dense, sparse, tiny = record("dense-lib"), record("sparse-lib"), record("tiny-lib")
     mixed, lumpy = record("mixed-lib"), record("lumpy-lib")
@@ -137,7 +137,7 @@ def shaped_tag():
     records = [dense, sparse, tiny, mixed, lumpy, mid]
     for n in range(3300):
         edges = [(dense, LINK), (sparse, BUILD), *([(mixed, LINK)] if n % 3 == 0 else [])]
-        lumpy_edges = [(lumpy, LINK)] if n < 100 else []
+        lumpy_edges = [(lumpy, LINK)] if n < 60 else []
         records.append(record("aa-app", seed=n, edges=edges + lumpy_edges, version="2.0" if n < 100 else "1.0"))
     records += [
         record("zz-app", seed=n, edges=[(mid if n % 3 else sparse, LINK), (dense, RUN), (mixed, LINK), (lumpy, LINK)])
@@ -263,14 +263,14 @@ def test_an_answer_after_a_hash_that_no_binary_has_is_empty(shaped):
 
 
 def test_the_terminal_lists_the_dependents_after_the_last_one_it_listed(shaped):
-    """dense-lib has 3,300 dependents: answers of ROW_LIMIT at most, each saying how to ask for the next."""
+    """dense-lib has 3,300 dependents: answers of ROW_LIMIT, each saying how to ask for the next. ROW_LIMIT
+    divides 3,300, so the last answer is full too, and the one after it lists none."""
+    assert 3300 % ROW_LIMIT == 0
     listed, after = [], []
-    for _ in range(3300 // ROW_LIMIT + 1):
+    for _ in range(3300 // ROW_LIMIT):
         status, out, err = terminal("dependents", "dense-lib", *after, "--format", "json", db=shaped)
         rows = json.loads(out)
         listed += [(row["package"], row["version"], row["hash"], row["directly"] == "yes") for row in rows]
-        if not err:
-            break
         assert (status, len(rows)) == (0, ROW_LIMIT)
         starting = f" after {after[1]}" if after else ""  # as the page's heading says it
         assert (
@@ -278,8 +278,13 @@ def test_the_terminal_lists_the_dependents_after_the_last_one_it_listed(shaped):
             == f"These are the first {ROW_LIMIT:,} binaries{starting}: --after {rows[-1]['hash']} lists those after them.\n"
         )
         after = ["--after", rows[-1]["hash"][:12]]
-    assert (status, len(rows)) == (0, 3300 % ROW_LIMIT)
     assert listed == Reference(shaped).dependents("dense-lib", "develop", most=None)
+    status, out, err = terminal("dependents", "dense-lib", *after, "--format", "json", db=shaped)
+    assert (status, json.loads(out), err) == (
+        1,
+        [],
+        f"No binary of the default tag links against dense-lib after {after[1]}.\n",
+    )
     status, out, err = terminal("dependents", "dense-lib", "--after", "zzzz", db=shaped)
     assert (status, out, err) == (1, "", "Error: after: no spec's hash starts with 'zzzz'\n")
     status, out, err = terminal("dependents", "tiny-lib", db=shaped)
@@ -288,25 +293,27 @@ def test_the_terminal_lists_the_dependents_after_the_last_one_it_listed(shaped):
 
 @pytest.mark.asyncio
 async def test_the_question_page_links_to_the_binaries_after_those_it_shows(shaped):
-    """From the first answer of dense-lib's 3,300 dependents, each page's link leads to the next ROW_LIMIT, the
-    last page has none, and the pages' answers (their JSON links) are the whole walk in order."""
+    """From the first answer of dense-lib's 3,300 dependents, each page's link leads to the next ROW_LIMIT, and
+    the pages' answers (their JSON links) are the whole walk in order. The last of them is full (ROW_LIMIT
+    divides 3,300): its link leads to a page that says none come after it, with no link."""
     ds = datasette_for(shaped)
     pages = await answers_one_after_another(
-        ds, "/cache/dependents?package=dense-lib", "binaries", 3300 // ROW_LIMIT + 1
+        ds, "/cache/dependents?package=dense-lib", "binaries", 3300 // ROW_LIMIT + 2
     )
-    listed, headings = [], [heading for _, heading, _ in pages]
-    for text, _, asked in pages:
+    *full, (empty, _, asked_after_last) = pages
+    listed, headings = [], [heading for _, heading, _ in full]
+    for text, _, asked in full:
         json_url = re.search(r'<a href="([^"]*)">json</a>', text).group(1)
         rows = (await ds.client.get(html.unescape(json_url) + "&_shape=objects")).json()["rows"]
         listed += [(row["package"], row["version"], row["hash"], row["directly"] == "yes") for row in rows]
-        if asked:
-            assert asked["after"] == [rows[-1]["hash"]]
+        assert asked["after"] == [rows[-1]["hash"]]
     assert listed == Reference(shaped).dependents("dense-lib", "develop", most=None)
     of = ' binaries of <a href="/cache/package?package=aa-app">aa-app</a> in develop'
     assert headings[0] == f"{ROW_LIMIT}{of}: the first {ROW_LIMIT}"
     assert headings[1] == f"{ROW_LIMIT}{of}: the first {ROW_LIMIT} after {listed[ROW_LIMIT - 1][2]}"
-    assert headings[-1] == f"{3300 % ROW_LIMIT}{of} after {listed[-(3300 % ROW_LIMIT) - 1][2]}"
-    assert len(headings) == 3300 // ROW_LIMIT + 1
+    assert len(headings) == 3300 // ROW_LIMIT
+    assert f"No binaries come after {listed[-1][2]}." in empty
+    assert asked_after_last is None
 
 
 def datasette_for(db):
@@ -335,14 +342,14 @@ async def test_dependents_of_every_package_in_every_tag_are_a_plain_walks(index_
 @pytest.mark.parametrize(
     "target, found, way",
     [
-        ("tiny-lib", 5, "nearest"),  # fewer than ROW_LIMIT (500) dependents: the first walk has them all
+        ("tiny-lib", 5, "nearest"),  # fewer than ROW_LIMIT dependents: the first walk has them all
         ("dense-lib", ROW_LIMIT, "batch"),  # all of the sample reach it: a batch of 1.25 ROW_LIMIT holds them
         ("mixed-lib", ROW_LIMIT, "batch"),  # a third of the sample: the batch (about 3.7 ROW_LIMIT) holds them
         (
             "lumpy-lib",
             ROW_LIMIT,
             "batch, then walked",
-        ),  # half of the sample, then none until zz-app (3,311 binaries on)
+        ),  # 60 of the sample, then none until zz-app (3,311 binaries on)
         ("sparse-lib", ROW_LIMIT, "walked"),  # 3,101 dependents, none in the sample
     ],
 )
@@ -359,7 +366,7 @@ async def test_each_way_of_the_dependents_question_gives_a_plain_walks_answer(sh
     elif way == "walked":
         assert (nearest, batch, enough, walked) == (0, 0, None, 3101)
     else:
-        assert (nearest, batch, enough, walked) == (0, ROW_LIMIT * 5 // 2, 0, 3200)
+        assert (nearest, batch, enough, walked) == (0, 200 * ROW_LIMIT * 5 // 4 // 60, 0, 3160)
 
 
 def plan(conn, sql, params):

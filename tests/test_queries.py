@@ -466,12 +466,14 @@ async def test_the_packages_of_a_stack_go_on_after_the_last_one_listed(many_pack
 
 async def answers_one_after_another(ds, url, rows, most):
     """The pages of a capped question from url on, each reached by the link under the answer before it ("The
-    <rows> after these →"), at most `most` of them: [(page text, heading, what its link asks or None)]."""
+    <rows> after these →"), at most `most` of them: [(page text, heading or None when it has no rows, what its
+    link asks or None)]."""
     pages = []
     while url and len(pages) < most:
         page = await ds.client.get(url)
         assert page.status_code == 200, page.text[:300]
-        heading = re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL).group(1)
+        found = re.search(r'<h2 class="spack-found">(.*?)</h2>', page.text, re.DOTALL)
+        heading = found and found.group(1)
         following = re.search(rf'<p class="spack-next"><a href="([^"]*)">The {rows} after these →</a>', page.text)
         url = following and html.unescape(following.group(1))
         pages.append((page.text, heading, url and urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)))

@@ -194,8 +194,17 @@ async def sentences(datasette, database, query, request, row_count):
         if value:
             said.extend(await _unknown(datasette, database, request, name, value, given))
     if row_count == 0 and not said:
-        said.extend(await _why_nothing(datasette, database, query, request, given))
+        said.extend(_none_after(query, request) or await _why_nothing(datasette, database, query, request, given))
     return said
+
+
+def _none_after(query, request):
+    """An answer that went on after a row (the link under a full answer) and has no rows: none come after it."""
+    going_on = canned.named(query["name"]).next_page
+    continued = going_on and _went_on_after(going_on, request)
+    if not continued:
+        return []
+    return [Markup("No {} come after {}.").format(query.get("rows", ["row", "rows"])[1], continued)]
 
 
 async def _unknown(datasette, database, request, name, value, given):
