@@ -3,7 +3,7 @@
 --   Which binaries of a tag link against a package (any of its builds the tag has), or against one binary
 --   given by its hash (or its first 4 or more characters), directly or through other binaries of the tag.
 --   "directly" says whether the binary names it among its own link dependencies. The tag defaults to
---   develop (or the newest tag). At most 100 rows, the first in the order shown; the next 100 are those
+--   develop (or the newest tag). At most 250 rows, the first in the order shown; the next 250 are those
 --   after the last one shown (after: its hash, which the link under the answer gives). Dependencies come
 --   from build-cache indexes (pages do not have them).
 -- params: [package, hash, tag, after]
@@ -18,7 +18,7 @@ WITH RECURSIVE args AS (
 ),
 chosen_tag AS (SELECT tags.id, tags.name, tags.mirror_url FROM args CROSS JOIN tags ON tags.name = args.tag),
 -- The most binaries the answer lists (the first in its order).
-row_limit AS (SELECT 100 AS rows),
+row_limit AS (SELECT 250 AS rows),
 -- Where the answer starts in its order (package, version_rank descending, hash): after the binary whose hash
 -- is :after; at the start ('' comes before every name) without one; nowhere (NULL) for a hash there is not.
 after_binary AS MATERIALIZED (
