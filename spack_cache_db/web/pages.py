@@ -112,8 +112,10 @@ async def _question_vars(datasette, database, request):
     if query is None:
         return {}
 
+    going_on = questions.next_page(name, request)
+
     async def sentences(row_count):
-        return await questions.sentences(datasette, database, query, request, row_count)
+        return await questions.sentences(datasette, database, query, request, row_count, going_on["spack_continued"])
 
     async def has_more(row_count):
         return await questions.has_more(datasette, database, name, request, row_count)
@@ -125,7 +127,7 @@ async def _question_vars(datasette, database, request):
         ),
         "spack_sentences": sentences,
         "spack_has_more": has_more,
-        **questions.next_page(name, request),
+        **going_on,
         "spack_database_path": datasette.urls.database(database),
         "spack_after_answer": AFTER_ANSWER.get(name),
         "spack_has_dependencies": bool(await questions.rows(datasette, database, lookup.HAS_EDGES)),

@@ -186,22 +186,21 @@ async def most_rows(datasette, database, name, params):
     )
 
 
-async def sentences(datasette, database, query, request, row_count):
-    """What to tell the person who asked: values the database does not hold, and why nothing was found."""
+async def sentences(datasette, database, query, request, row_count, continued):
+    """What to tell the person who asked: values the database does not hold, and why nothing was found;
+    continued: the row the answer went on after (next_page's spack_continued), after which none may come."""
     said = []
     given = {name: request.args.get(name, "").strip() for name in query.get("params", [])}
     for name, value in given.items():
         if value:
             said.extend(await _unknown(datasette, database, request, name, value, given))
     if row_count == 0 and not said:
-        said.extend(_none_after(query, request) or await _why_nothing(datasette, database, query, request, given))
+        said.extend(_none_after(query, continued) or await _why_nothing(datasette, database, query, request, given))
     return said
 
 
-def _none_after(query, request):
+def _none_after(query, continued):
     """An answer that went on after a row (the link under a full answer) and has no rows: none come after it."""
-    going_on = canned.named(query["name"]).next_page
-    continued = going_on and _went_on_after(going_on, request)
     if not continued:
         return []
     return [Markup("No {} come after {}.").format(query.get("rows", ["row", "rows"])[1], continued)]
