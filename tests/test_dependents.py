@@ -125,19 +125,22 @@ def growing(tmp_path_factory):
     return {"small": small, "large": large}
 
 
+LUMPY_FIRST = 60  # lumpy-lib's dependents among the sample, fewer than a batch of ROW_LIMIT holds
+
+
 def shaped_tag():
     """One tag of 6,600 binaries in which each way of `dependents` is taken: dense-lib is linked against by
     the first 3,300 binaries in the answer's order (aa-app), sparse-lib by 3,100 binaries that come after
     them (zz-app, some through mid-lib), tiny-lib by five, mixed-lib by every third aa-app and every zz-app
-    (its 1,000th dependent is about the 3,000th binary), and lumpy-lib by the first 60 (of the 100 aa-app@2.0) and every
-    zz-app; a build-only edge and a run edge are not links."""
+    (its 1,000th dependent is about the 3,000th binary), and lumpy-lib by the first LUMPY_FIRST (of the 100
+    aa-app@2.0) and every zz-app; a build-only edge and a run edge are not links."""
     dense, sparse, tiny = record("dense-lib"), record("sparse-lib"), record("tiny-lib")
     mixed, lumpy = record("mixed-lib"), record("lumpy-lib")
     mid = record("mid-lib", edges=[(sparse, LINK)])
     records = [dense, sparse, tiny, mixed, lumpy, mid]
     for n in range(3300):
         edges = [(dense, LINK), (sparse, BUILD), *([(mixed, LINK)] if n % 3 == 0 else [])]
-        lumpy_edges = [(lumpy, LINK)] if n < 60 else []
+        lumpy_edges = [(lumpy, LINK)] if n < LUMPY_FIRST else []
         records.append(record("aa-app", seed=n, edges=edges + lumpy_edges, version="2.0" if n < 100 else "1.0"))
     records += [
         record("zz-app", seed=n, edges=[(mid if n % 3 else sparse, LINK), (dense, RUN), (mixed, LINK), (lumpy, LINK)])
@@ -311,7 +314,8 @@ async def test_the_question_page_links_to_the_binaries_after_those_it_shows(shap
 
 @pytest.mark.asyncio
 async def test_an_answer_after_the_last_dependent_says_none_come_after_it(shaped):
-    """What the link under a full last answer leads to (its total a multiple of ROW_LIMIT): no rows, no link."""
+    """The answer after the last dependent, where the link under a full last answer leads (a total that is a
+    multiple of ROW_LIMIT): it says none come after that one, with no rows and no link."""
     ds = datasette_for(shaped)
     *_, last = await web_dependents(ds, package="tiny-lib", tag="develop")
     response = await ds.client.get(f"/cache/dependents?package=tiny-lib&after={last[2]}")
@@ -352,7 +356,7 @@ async def test_dependents_of_every_package_in_every_tag_are_a_plain_walks(index_
             "lumpy-lib",
             ROW_LIMIT,
             "batch, then walked",
-        ),  # 60 of the sample, then none until zz-app (3,311 binaries on)
+        ),  # LUMPY_FIRST of the sample, then none until zz-app (3,311 binaries on)
         ("sparse-lib", ROW_LIMIT, "walked"),  # 3,101 dependents, none in the sample
     ],
 )
@@ -369,7 +373,8 @@ async def test_each_way_of_the_dependents_question_gives_a_plain_walks_answer(sh
     elif way == "walked":
         assert (nearest, batch, enough, walked) == (0, 0, None, 3101)
     else:
-        assert (nearest, batch, enough, walked) == (0, 200 * ROW_LIMIT * 5 // 4 // 60, 0, 3160)
+        # the sample's 200 binaries hold LUMPY_FIRST dependents: a batch of 1.25 ROW_LIMIT times 200 / LUMPY_FIRST
+        assert (nearest, batch, enough, walked) == (0, 200 * ROW_LIMIT * 5 // 4 // LUMPY_FIRST, 0, LUMPY_FIRST + 3100)
 
 
 def plan(conn, sql, params):
