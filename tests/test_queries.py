@@ -500,6 +500,36 @@ async def test_the_packages_page_links_to_the_packages_after_those_it_shows(many
     assert second[1] == "100 packages in develop: the first 100 after root, p099"
 
 
+async def test_a_capped_answer_as_json_says_so_and_links_to_the_rows_after_it(many_packages_db):
+    """What the page says under a full answer, its JSON says too: truncated, and next_url (and the Link header,
+    as for a table's next page) leading to the rows after the last one, until an answer that has them all.
+    With _shape=array, where the body is the rows alone, the Link header still leads on."""
+    ds = datasette_for(many_packages_db)
+    listed, answers, url = [], [], "/cache/stack_packages.json?stack=x&tag=develop&_shape=objects"
+    while url:
+        response = await ds.client.get(url.removeprefix("http://localhost"))
+        data = response.json()
+        assert response.status_code == 200, data
+        listed += [row["package"] for row in data["rows"]]
+        answers.append((len(data["rows"]), data["truncated"]))
+        url = data.get("next_url")
+        assert response.headers.get("link") == (url and f'<{url}>; rel="next"')
+        assert url is None or url.startswith("http://localhost/cache/stack_packages.json?")
+    assert answers == [(500, True), (PACKAGES_IN_X - 500, False)]
+    assert listed == [f"p{n:03d}" for n in range(PACKAGES_IN_X)]
+
+    response = await ds.client.get("/cache/stack_packages.json?tag=develop&_shape=array")
+    after = urllib.parse.parse_qs(urllib.parse.urlsplit(response.headers["link"][1:].split(">")[0]).query)
+    assert (len(response.json()), after["after_stack"], after["after"], after["_shape"]) == (
+        100,
+        ["root"],
+        ["p099"],
+        ["array"],
+    )
+    whole = (await ds.client.get("/cache/tag_matrix.json?tag=develop")).json()
+    assert (whole["truncated"], "next_url" in whole) == (False, False)
+
+
 async def test_tag_matrix_covers_the_whole_tag(ds):
     rows = await query(ds, "tag_matrix", tag="develop-2025-04-20")
     assert sum(row["specs"] for row in rows) == 80

@@ -1,8 +1,9 @@
 """The Datasette plugin: serves any database this project built with its metadata (metadata.py), its pages
-(pages.py: questions with forms, answers that read as text, the package page; templates/ and static/), row
-counts and facets of the big views from counts taken at build time (counts.py, facets.py), caps on what
-one SQL statement may build (limits.py), bad requests answered with what was wrong (errors.py), pages of
-our own (routes.py: a binary's dependency tree, two specs compared) and the spec field's parameters (spec.py).
+(pages.py: questions with forms, answers that read as text, the package page; templates/ and static/), the
+JSON of a capped answer saying so and linking to the rest (questions.py), row counts and facets of the big
+views from counts taken at build time (counts.py, facets.py), caps on what one SQL statement may build
+(limits.py), bad requests answered with what was wrong (errors.py), pages of our own (routes.py: a binary's
+dependency tree, two specs compared) and the spec field's parameters (spec.py).
 
 Each hook lives beside its concern; this module gathers them for Datasette, and at start-up finds which
 served databases this project built and keeps what start-up made out of the garbage collector's walks.
@@ -18,6 +19,7 @@ from spack_cache_db.web.facets import register_facet_classes
 from spack_cache_db.web.limits import prepare_connection
 from spack_cache_db.web.metadata import get_metadata
 from spack_cache_db.web.pages import extra_css_urls, extra_js_urls, extra_template_vars, render_cell
+from spack_cache_db.web.questions import register_output_renderer
 from spack_cache_db.web.routes import register_routes
 from spack_cache_db.web.spec import register_magic_parameters
 
@@ -32,6 +34,7 @@ __all__ = [
     "register_facet_classes",
     "register_routes",
     "register_magic_parameters",
+    "register_output_renderer",
     "render_cell",
     "startup",
 ]

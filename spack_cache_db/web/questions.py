@@ -12,10 +12,13 @@ import re
 import weakref
 from dataclasses import dataclass
 
+from datasette import hookimpl
+from datasette.renderer import json_renderer
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
 from spack_cache_db.query import canned, find, spec
+from spack_cache_db.web import metadata
 from spack_cache_db.web import spec as web_spec
 from spack_cache_db.web.metadata import PLUGIN
 
@@ -167,6 +170,29 @@ def next_page(name, request):
         ),
         "spack_continued": _went_on_after(going_on, request),
     }
+
+
+@hookimpl
+def register_output_renderer(datasette):
+    """.json as Datasette writes it, and for a capped answer of one of our questions what its page says under
+    the rows: truncated (there may be more rows), and next_url (with the Link header Datasette gives a table's
+    next page) for a question that goes on after its last row. Every other page's JSON is Datasette's own."""
+    return {"extension": "json", "render": render_json}
+
+
+async def render_json(datasette, database, query_name, request, data, args, view_name):
+    rows = data.get("rows") or []
+    if (
+        query_name in metadata.query_names()
+        and database in metadata.ours(datasette)
+        and not data.get("error")
+        and await has_more(datasette, database, query_name, request, len(rows))
+    ):
+        data["truncated"] = True
+        link = next_page(query_name, request)["spack_next_page"]
+        if link:
+            data["next_url"] = datasette.absolute_url(request, link(rows[-1]))
+    return json_renderer(args, data, view_name)
 
 
 def _went_on_after(going_on, request):
