@@ -526,8 +526,16 @@ async def test_a_capped_answer_as_json_says_so_and_links_to_the_rows_after_it(ma
         ["p099"],
         ["array"],
     )
-    whole = (await ds.client.get("/cache/tag_matrix.json?tag=develop")).json()
-    assert (whole["truncated"], "next_url" in whole) == (False, False)
+
+
+async def test_a_capped_answer_with_no_way_on_says_so_as_json(ds):
+    """find_binaries without a package lists the first 100 binaries and cannot go on after them: its JSON says
+    truncated, with no next_url and no Link header; an answer under its cap (a package's) is not truncated."""
+    capped = await ds.client.get("/cache/find_binaries.json")
+    assert (len(capped.json()["rows"]), capped.json()["truncated"], "next_url" in capped.json()) == (100, True, False)
+    assert "link" not in capped.headers
+    whole = (await ds.client.get("/cache/find_binaries.json?spec=bolt")).json()
+    assert (len(whole["rows"]) < 100, whole["truncated"], "next_url" in whole) == (True, False, False)
 
 
 async def test_tag_matrix_covers_the_whole_tag(ds):

@@ -3,7 +3,8 @@
 A field offers the values the database holds (tags, operating systems, targets, compilers, stacks, host
 CPUs), as the fields settings of metadata.base.yml say. After an answer, a value the database does not
 hold gets a sentence that says so, with the closest value it does hold; so does an empty answer whose
-tag (given, or the default) lacks the package asked for.
+tag (given, or the default) lacks the package asked for. A capped answer says there may be more rows, and
+links to the rows after its last one where the question goes on: under the page's rows, and in its JSON.
 """
 
 import difflib
@@ -20,7 +21,6 @@ from markupsafe import Markup
 from spack_cache_db.query import canned, find, spec
 from spack_cache_db.web import metadata
 from spack_cache_db.web import spec as web_spec
-from spack_cache_db.web.metadata import PLUGIN
 
 # The values a name is checked against, per parameter: SQL whose first column lists them.
 _KNOWN = {
@@ -91,7 +91,7 @@ class Field:
 
 async def form_fields(datasette, database, query, request):
     """The fields of a question's form, filled in from the request."""
-    configured = (datasette.plugin_config(PLUGIN) or {}).get("fields", {})
+    configured = (datasette.plugin_config(metadata.PLUGIN) or {}).get("fields", {})
     fields = []
     for name in query.get("params", []):
         config = {**configured.get(name, {}), **query.get("fields", {}).get(name, {})}
