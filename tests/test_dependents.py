@@ -675,6 +675,26 @@ def test_the_package_pages_dependency_lists_read_their_indexes(growing, sql, nam
     assert conn.execute(sql, {"package": name, "tag": "develop"}).fetchall()
 
 
+def test_the_package_pages_dependents_probe_only_the_link_kinds_its_package_is_a_dependency_of(growing, tmp_path):
+    """Link kinds that no edge to the package has cost nothing: cit of the history from indexes, which nothing
+    links against, had its 2,991 binaries in develop looked up once per link kind (17): 36 ms for no row."""
+    more_kinds = shutil.copy(growing["small"], tmp_path / "cache.db")
+    with sqlite3.connect(more_kinds) as conn:
+        conn.executemany(
+            "INSERT INTO dependency_kinds (deptypes, virtuals, is_build, is_link, is_run, is_test)"
+            " VALUES ('[\"link\"]', ?, 0, 1, 0, 0)",
+            [(json.dumps([f"virtual{n}"]),) for n in range(2000)],
+        )
+    dbs = {"as built": growing["small"], "with more link kinds": more_kinds}
+    asked = {"package": "zlib", "tag": "develop"}
+    answers = {name: sqlite3.connect(db).execute(package._DEPENDENTS, asked).fetchall() for name, db in dbs.items()}
+    assert answers["as built"] == answers["with more link kinds"] != []
+    steps = {
+        name: steps_of(db, lambda conn: conn.execute(package._DEPENDENTS, asked).fetchall()) for name, db in dbs.items()
+    }
+    assert steps["with more link kinds"] < 1.1 * steps["as built"], steps
+
+
 @pytest.mark.asyncio
 async def test_the_dependencies_view_filtered_by_hash_counts_its_rows_from_the_edges_of_the_spec(growing):
     """What Datasette runs for /cache/dependencies?hash=: the count of its rows reads the edges of one spec, by

@@ -6,7 +6,7 @@
 -- params: [package]
 -- button: Show the package
 -- rows: [version in a tag, versions in tags]
-SELECT package, version, tag, kind, snapshot_date, binaries, version_rank, tag_order
+SELECT version, tag, kind, snapshot_date, binaries
 FROM version_tags
 WHERE package = lower(trim(coalesce(:package, '')))
 ORDER BY version_rank DESC, tag_order
