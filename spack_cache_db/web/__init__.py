@@ -6,14 +6,15 @@ views from counts taken at build time (counts.py, facets.py), caps on what one S
 dependency tree, two specs compared) and the spec field's parameters (spec.py).
 
 Each hook lives beside its concern; this module gathers them for Datasette, and at start-up finds which
-served databases this project built and keeps what start-up made out of the garbage collector's walks.
+served databases this project built, leaves datasette-render-markdown out of their cells (pages.py) and keeps
+what start-up made out of the garbage collector's walks.
 """
 
 import gc
 
 from datasette import hookimpl
 
-from spack_cache_db.web import counts, errors, metadata
+from spack_cache_db.web import counts, errors, metadata, pages
 from spack_cache_db.web.errors import handle_exception
 from spack_cache_db.web.facets import register_facet_classes
 from spack_cache_db.web.limits import prepare_connection
@@ -50,6 +51,8 @@ def filters_from_request(request, database, table, datasette):
 
 @hookimpl
 def startup(datasette):
+    pages.leave_markdown_out_of_our_cells()
+
     async def serve_our_databases():
         names = [
             name for name, db in datasette.databases.items() if not db.is_memory and await metadata.built_by_us(db)
