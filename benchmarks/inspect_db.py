@@ -47,13 +47,36 @@ def object_bytes(conn):
         return {}
 
 
+def bytes_by_kind(conn, sizes):
+    """{kind: bytes} of dbstat's sizes: the tables' rows (each table with its primary key, and SQLite's
+    catalogue), the indexes over them (those of UNIQUE constraints included), the full-text indexes (the
+    tables each keeps)."""
+    catalogue = conn.execute("SELECT name, type, sql FROM sqlite_master").fetchall()
+    full_text = [name for name, _, sql in catalogue if (sql or "").startswith("CREATE VIRTUAL TABLE")]
+    indexes = {name for name, kind, _ in catalogue if kind == "index"}
+    totals = dict.fromkeys(("rows", "indexes", "full-text indexes"), 0)
+    for name, size in sizes.items():
+        if any(name == index or name.startswith(f"{index}_") for index in full_text):
+            totals["full-text indexes"] += size
+        else:
+            totals["indexes" if name in indexes else "rows"] += size
+    return totals
+
+
 def database_facts(db, most=10):
     size = db.stat().st_size
     counts = db_counts(db)
     with read_only(db) as conn:
         sizes = object_bytes(conn)
+        by_kind = bytes_by_kind(conn, sizes)
     largest = sorted(sizes.items(), key=lambda item: -item[1])[:most]
-    return {"bytes": size, "bytes_per_binary": size / max(counts["binaries"], 1), "counts": counts, "largest": largest}
+    return {
+        "bytes": size,
+        "bytes_per_binary": size / max(counts["binaries"], 1),
+        "counts": counts,
+        "largest": largest,
+        "by_kind": by_kind,
+    }
 
 
 def edge_objects(conn):

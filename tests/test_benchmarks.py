@@ -558,6 +558,11 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
         assert f"| one addition first, untimed | {pages['add_tag']['warm_up_s']:.2f} s |" in incremental
         largest = dict(pages["database"]["largest"])
         assert largest and sum(largest.values()) <= pages["database"]["bytes"]
+        kinds = pages["database"]["by_kind"]
+        assert min(kinds.values()) > 0 and sum(kinds.values()) <= pages["database"]["bytes"]
+        assert "Bytes per binary by kind of object (dbstat): the tables' rows" in section(
+            report, "### Database size", after=f"## Pages, {shape} shape"
+        )
         served_text = section(report, "### Served pages", after=f"## Pages, {shape} shape")
         for click in pages["serving"]["facet_clicks"][-2:]:
             assert f": {click['full_text']['rows']:,} rows of `listings_fts` in" in served_text
