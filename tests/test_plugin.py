@@ -338,7 +338,7 @@ async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache
 @pytest.mark.asyncio
 async def test_our_cells_are_not_asked_of_markdown_and_another_databases_still_are(cache_db, tmp_path, monkeypatch):
     """datasette-render-markdown (which datasette-dashboards installs) renders no cell of ours, yet looked its
-    settings up for every cell: 60% of the CPU of a 1,000-row answer. A database beside ours keeps it."""
+    settings up for every cell: half the CPU of a 613-row answer. A database beside ours keeps it."""
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE notes (body_markdown TEXT)")

@@ -45,8 +45,9 @@ def render_cell(value, column, table, database, datasette):
 
 
 # Installed plugins that render no cell of our databases, yet look their settings up for every cell of every
-# page: datasette-render-markdown (which datasette-dashboards installs) took 60% of the CPU of a 1,000-row
-# answer to find no Markdown column (runs_on_host for cit in the history from indexes: 160 ms, 67 without).
+# page: datasette-render-markdown (which datasette-dashboards installs) took half the CPU of a 613-row answer
+# to find no Markdown column (runs_on_host for cit in the history from indexes, in process, alternating: 150-185
+# ms of CPU a request, 80-120 without).
 NOT_ASKED_FOR_OUR_CELLS = ("datasette_render_markdown",)
 
 
