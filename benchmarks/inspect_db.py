@@ -47,14 +47,18 @@ def object_bytes(conn):
         return {}
 
 
+# Kinds of object a database's bytes are split into, in the order the report adds them up: the tables' rows
+# (each table with its primary key, and SQLite's catalogue), the full-text indexes (the tables each keeps),
+# the other indexes (those of UNIQUE constraints included).
+KINDS = ("rows", "full-text indexes", "indexes")
+
+
 def bytes_by_kind(conn, sizes):
-    """{kind: bytes} of dbstat's sizes: the tables' rows (each table with its primary key, and SQLite's
-    catalogue), the indexes over them (those of UNIQUE constraints included), the full-text indexes (the
-    tables each keeps)."""
+    """{kind: bytes} of dbstat's sizes, in KINDS' order."""
     catalogue = conn.execute("SELECT name, type, sql FROM sqlite_master").fetchall()
     full_text = [name for name, _, sql in catalogue if (sql or "").startswith("CREATE VIRTUAL TABLE")]
     indexes = {name for name, kind, _ in catalogue if kind == "index"}
-    totals = dict.fromkeys(("rows", "indexes", "full-text indexes"), 0)
+    totals = dict.fromkeys(KINDS, 0)
     for name, size in sizes.items():
         if any(name == index or name.startswith(f"{index}_") for index in full_text):
             totals["full-text indexes"] += size

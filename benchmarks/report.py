@@ -8,7 +8,7 @@ table page showed its row count); a page that timed out or showed no count misse
 import statistics
 import urllib.parse
 
-from inspect_db import TREE_CANDIDATES
+from inspect_db import KINDS, TREE_CANDIDATES
 from serve import TIMED_OUT, answered_in_time
 
 MAX_BUILD_RATIO = 2.0  # full build / its lower bound with orjson, wall
@@ -344,28 +344,22 @@ def render_write_floor(full):
 def size_text(database):
     """Bytes per binary, and of them those of each kind of object (dbstat's)."""
     binaries = max(database["counts"]["binaries"], 1)
-    kinds = ", ".join(f"{kind} {size / binaries:.0f}" for kind, size in database["by_kind"].items())
+    kinds = ", ".join(f"{kind} {database['by_kind'][kind] / binaries:.0f}" for kind in KINDS)
     return f"{database['bytes_per_binary']:.0f} bytes ({kinds})"
 
 
 def size_floor_sentence(database):
-    """The bytes per binary of the rows alone, then with the full-text indexes, then with the other indexes:
-    the first kind of object that takes the size over the target is named."""
+    """Bytes per binary added up kind by kind (the rows alone, then each kind of index in turn), and the first
+    kind that takes the size over the target."""
     binaries = max(database["counts"]["binaries"], 1)
-    kinds = database["by_kind"]
-    steps = [
-        ("the tables' rows with their primary keys", "the rows", kinds["rows"]),
-        ("with the full-text indexes", "the full-text indexes", kinds["full-text indexes"]),
-        ("with the other indexes", "the indexes that questions and deletions look rows up by", kinds["indexes"]),
-    ]
     said, total, over = [], 0, None
-    for text, name, size in steps:
-        total += size / binaries
+    for kind in KINDS:
+        total += database["by_kind"][kind] / binaries
         within = total <= MAX_BYTES_PER_BINARY
-        said.append(f"{text} {total:.0f} ({'within' if within else 'over'})")
-        over = over or (None if within else name)
-    verdict = f"{over} take it over the {MAX_BYTES_PER_BINARY}-byte target" if over else "within the target"
-    return f"Bytes per binary by kind of object (dbstat): {', '.join(said)}: {verdict}."
+        said.append(f"{'with the ' if said else ''}{kind} {total:.0f} ({'within' if within else 'over'})")
+        over = over or (None if within else kind)
+    verdict = f"the {over} take it over the {MAX_BYTES_PER_BINARY}-byte target" if over else "within the target"
+    return f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: {verdict}."
 
 
 def render_database(database, heading="### Database size", size_target=True):

@@ -17,6 +17,7 @@ import http.server
 import importlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -560,9 +561,17 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
         assert largest and sum(largest.values()) <= pages["database"]["bytes"]
         kinds = pages["database"]["by_kind"]
         assert min(kinds.values()) > 0 and sum(kinds.values()) <= pages["database"]["bytes"]
-        assert "Bytes per binary by kind of object (dbstat): the tables' rows" in section(
-            report, "### Database size", after=f"## Pages, {shape} shape"
+        binaries, size_text = (
+            pages["database"]["counts"]["binaries"],
+            section(report, "### Database size", after=f"## Pages, {shape} shape"),
         )
+        added_up = re.search(
+            r"added up by kind of object \(dbstat\): rows (\d+) .*?, with the full-text indexes (\d+) ", size_text
+        )
+        assert added_up and [int(figure) for figure in added_up.groups()] == [
+            round(kinds["rows"] / binaries),
+            round((kinds["rows"] + kinds["full-text indexes"]) / binaries),
+        ]
         served_text = section(report, "### Served pages", after=f"## Pages, {shape} shape")
         for click in pages["serving"]["facet_clicks"][-2:]:
             assert f": {click['full_text']['rows']:,} rows of `listings_fts` in" in served_text
