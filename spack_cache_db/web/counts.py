@@ -461,7 +461,8 @@ def answer_counts(datasette, db, database):
 def _time_left(datasette, counted):
     """How long a live count may take (ms): what is left of Datasette's SQL time limit since the request's
     filters were read, less a facet time limit kept for the rest of the page, and never less than that. A
-    broad search is counted after its rows were read (1.5 million listings: 310 ms, then 255 ms to count)."""
+    search is counted after its rows were read (1.5 million listings of the spread history: 2 ms, search.py,
+    then about 400 ms to count)."""
     facets = datasette.setting("facet_time_limit_ms")
     spent = (monotonic() - counted.started) * 1000
     return max(facets, round(datasette.setting("sql_time_limit_ms") - spent - facets))
