@@ -369,8 +369,10 @@ NARROWED = [
     "stacks__arraycontains=e4s&os=ubuntu20.04",
     "_search=mpi&target=x86_64_v4",
 ]
+# The listings the filters pick, gathered; or, on a page whose search leads, each match's listing checked.
 NARROWING = re.compile(
-    r" and listing_id in \(select id from listings where configuration_id in \(select .*?\)\)\s*(?=limit|order|$)"
+    r" and (?:listing_id in \(select id from listings where|exists \(select 1 from listings where id ="
+    r" binaries\.listing_id and) configuration_id in \(select .*?\)\)\s*(?=limit|order|$)"
 )
 
 

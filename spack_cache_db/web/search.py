@@ -2,9 +2,10 @@
 with `<fts_pk> in (select rowid from <fts_table> where <fts_table> match ...)`, for which SQLite first gathers
 every match into a list: a broad search of the spread history (1.5 million listings) took 450-800 ms before the
 page's first row, and as long again for each statement counted live. Each statement of such a page is run
-with the matches leading instead, joined to the table by its full-text key: a page of rows reads about a page
-of matches (1-2 ms). The rows, and their order, are the same: each match is one key, and SQLite read the list
-in key order, the order in which the index gives its matches.
+with the matches leading instead, read once as they come and joined to the table by its full-text key: a page
+of rows reads about a page of matches (1-2 ms). The rows, and their order, are the same: each match is one key,
+and SQLite read the list in key order, the order in which the index gives its matches. (A filter that narrows
+the page by that key is checked per match too: counts.py.)
 """
 
 from typing import NamedTuple
@@ -28,9 +29,15 @@ class SearchedTable(NamedTuple):
         for match in MATCHED_BY:
             searched = f"{self.fts_pk} in (select rowid from {self.fts_table} where {self.fts_table} match {match})"
             if searched in sql and source in sql:
-                matches = f"(select rowid as search_match from {self.fts_table} where {self.fts_table} match {match})"
+                # LIMIT -1 keeps SQLite from merging the matches into the query, and CROSS JOIN keeps them
+                # the outer loop: read once, as they come. Merged, SQLite may read them again for each row
+                # of a loop it puts outside them (a package's pages, one per tag).
+                matches = (
+                    f"(select rowid as search_match from {self.fts_table} where {self.fts_table} match {match}"
+                    " limit -1)"
+                )
                 leading = (
-                    f" from (select {self.table}.* from {matches} as search_matches join {self.table}"
+                    f" from (select {self.table}.* from {matches} as search_matches cross join {self.table}"
                     f" on {self.table}.{self.fts_pk} = search_matches.search_match) as {self.table} where "
                 )
                 return sql.replace(searched, "1", 1).replace(source, leading, 1)
