@@ -528,20 +528,17 @@ def _narrowing(request, narrow_by, searched=None):
     # Datasette's own filters already use :p0, :p1...
     where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
     key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
-    where = " and ".join(where)
+    picked, table, table_key = " and ".join(where), rows, rows_key
     if "through" in narrow_by:
-        through, through_key, through_column = (
+        table, table_key, through_column = (
             escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
         )
-        selected = f"select {through_key} from {through} where {through_column} in (select {rows_key} from {rows} where {where})"
-        one = f"select 1 from {through} where {through_key} = {searched}.{key} and {through_column} in (select {rows_key} from {rows} where {where})"
+        picked = f"{through_column} in (select {rows_key} from {rows} where {picked})"
+    if searched:
+        clause = f"exists (select 1 from {table} where {table_key} = {searched}.{key} and {picked})"
     else:
-        selected = f"select {rows_key} from {rows} where {where}"
-        one = f"select 1 from {rows} where {rows_key} = {searched}.{key} and {where}"
-    return FilterArguments(
-        [f"exists ({one})" if searched else f"{key} in ({selected})"],
-        {f"{NARROWING}{name}": value for name, value in params.items()},
-    )
+        clause = f"{key} in (select {table_key} from {table} where {picked})"
+    return FilterArguments([clause], {f"{NARROWING}{name}": value for name, value in params.items()})
 
 
 async def _selects_many(request, database, table, datasette, narrow_by):
