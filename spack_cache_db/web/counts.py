@@ -328,7 +328,7 @@ def rows_where(request, database, table, datasette, names):
         return None
     where, search = [], None
     for key in request.args:
-        if key == "_search" and metadata.get("fts_pk") == narrow_by["key"]:
+        if key == "_search" and _searches_by_key(metadata, narrow_by):
             search = escape_sqlite(metadata["fts_table"])
         elif _special(key):
             if not _shows_only(key):
@@ -499,11 +499,15 @@ def _plugin_config(datasette, database, table):
     return datasette.plugin_config(PLUGIN, database=database, table=table, fallback=False) or {}
 
 
+def _searches_by_key(metadata, narrow_by):
+    """Whether the table's full-text index (in its metadata) is on narrow_by's key."""
+    return bool(narrow_by) and metadata.get("fts_pk") == narrow_by["key"]
+
+
 def _searched_by_key(request, datasette, database, table, narrow_by):
     """The table, escaped, when the page searches the full-text index on narrow_by's key: its matches lead
     (search.py), and a row's key is checked against the filters as it comes. None otherwise."""
-    metadata = datasette.table_metadata(database, table) or {}
-    if narrow_by and "_search" in request.args and metadata.get("fts_pk") == narrow_by["key"]:
+    if "_search" in request.args and _searches_by_key(datasette.table_metadata(database, table) or {}, narrow_by):
         return escape_sqlite(table)
     return None
 

@@ -16,54 +16,59 @@ from datasette.utils import escape_sqlite
 MATCHED_BY = ("escape_fts(:search)", ":search")
 
 
-class SearchedTable(NamedTuple):
-    """A table or view of ours that metadata gives a full-text index (escaped names)."""
+class Rewrite(NamedTuple):
+    """Datasette's search clause for a table (escaped names), the FROM and WHERE it is in, and what they
+    become: the clause true, the matches leading."""
 
-    table: str
-    fts_table: str
-    fts_pk: str
+    searched: str
+    source: str
+    leading: str
 
-    def matches_leading(self, sql):
-        """The statement with the search's matches leading, or as it was when it does not search this table."""
-        source = f" from {self.table} where "
-        for match in MATCHED_BY:
-            searched = f"{self.fts_pk} in (select rowid from {self.fts_table} where {self.fts_table} match {match})"
-            if searched in sql and source in sql:
-                # LIMIT -1 keeps SQLite from merging the matches into the query, and CROSS JOIN keeps them
-                # the outer loop: read once, as they come. Merged, SQLite may read them again for each row
-                # of a loop it puts outside them (a package's pages, one per tag).
-                matches = (
-                    f"(select rowid as search_match from {self.fts_table} where {self.fts_table} match {match}"
-                    " limit -1)"
-                )
-                leading = (
-                    f" from (select {self.table}.* from {matches} as search_matches cross join {self.table}"
-                    f" on {self.table}.{self.fts_pk} = search_matches.search_match) as {self.table} where "
-                )
-                return sql.replace(searched, "1", 1).replace(source, leading, 1)
+    def apply(self, sql):
+        if self.searched in sql and self.source in sql:
+            return sql.replace(self.searched, "1", 1).replace(self.source, self.leading, 1)
         return sql
 
 
-def searched_tables(datasette, database):
-    """The tables of a database that its metadata gives a full-text index, as Datasette names them in SQL."""
+def rewrites(table, fts_table, fts_pk):
+    """The Rewrites of a table that a full-text index covers (escaped names), one per way of matching."""
+    source = f" from {table} where "
+    made = []
+    for match in MATCHED_BY:
+        # LIMIT -1 keeps SQLite from merging the matches into the query, and CROSS JOIN keeps them the outer
+        # loop: read once, as they come. Merged, SQLite may read them again for each row of a loop it puts
+        # outside them (a package's pages, one per tag).
+        matches = f"(select rowid as search_match from {fts_table} where {fts_table} match {match} limit -1)"
+        leading = (
+            f" from (select {table}.* from {matches} as search_matches cross join {table}"
+            f" on {table}.{fts_pk} = search_matches.search_match) as {table} where "
+        )
+        searched = f"{fts_pk} in (select rowid from {fts_table} where {fts_table} match {match})"
+        made.append(Rewrite(searched, source, leading))
+    return made
+
+
+def search_rewrites(datasette, database):
+    """The Rewrites of every table of a database that its metadata gives a full-text index, made once."""
     tables = datasette.metadata("tables", database=database) or {}
     return [
-        SearchedTable(
-            escape_sqlite(table), escape_sqlite(meta["fts_table"]), escape_sqlite(meta.get("fts_pk", "rowid"))
-        )
+        rewrite
         for table, meta in tables.items()
         if meta.get("fts_table")
+        for rewrite in rewrites(
+            escape_sqlite(table), escape_sqlite(meta["fts_table"]), escape_sqlite(meta.get("fts_pk", "rowid"))
+        )
     ]
 
 
 def lead_with_matches(datasette, db, database):
     """Make db run each statement that searches one of its tables with the matches leading."""
-    searched = searched_tables(datasette, database)
+    searched = search_rewrites(datasette, database)
     execute = db.execute
 
     async def execute_with_matches_leading(sql, *args, **kwargs):
-        for table in searched:
-            sql = table.matches_leading(sql)
+        for rewrite in searched:
+            sql = rewrite.apply(sql)
         return await execute(sql, *args, **kwargs)
 
     if searched:
