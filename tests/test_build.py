@@ -324,12 +324,23 @@ def test_finished_file_is_ready_to_hand_out(tmp_path):
     info = dict(conn.execute("SELECT key, value FROM build_info"))
     assert info["schema_version"] == str(SCHEMA_VERSION)
     assert counts(db) == {"binaries": 407, "packages": 5, "pages": 5, "problems": 0, "specs": 407, "tags": 2}
+    assert_row_counts_are_live_counts(conn)
+    assert json.loads(info["inputs"]) == [SEEDS]
+    assert not list(tmp_path.glob(".cache.db.tmp-*"))
+
+
+def assert_row_counts_are_live_counts(conn):
     row_counts = dict(conn.execute("SELECT name, count FROM row_counts"))
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     tables += [*VIEW_COUNTS, *VIEW_ROWS_OF]  # views a table page of Datasette counts
     assert row_counts == {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables}
-    assert json.loads(info["inputs"]) == [SEEDS]
-    assert not list(tmp_path.glob(".cache.db.tmp-*"))
+
+
+def test_row_counts_of_a_database_from_indexes_are_live_counts(index_db):
+    """Its dependencies included: link_edges is counted from the edges counted per dependency version and kind."""
+    conn = sqlite3.connect(index_db)
+    assert conn.execute("SELECT count FROM row_counts WHERE name = 'link_edges'").fetchone()[0] > 0
+    assert_row_counts_are_live_counts(conn)
 
 
 def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):

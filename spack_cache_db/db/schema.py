@@ -819,11 +819,15 @@ VIEW_ROWS_OF = {
     "stack_memberships": "stack_set_members",
     "page_stack_counts": "pages",
     "dependency_edge_totals": "dependency_edge_counts",
+    "listing_texts": "listings",
+    "configuration_specs": "configurations",
 }
 # ... and those summed from the count tables.
 VIEW_COUNTS = {
     "binaries": f"SELECT coalesce(sum(binaries), 0) FROM binaries_facet_counts WHERE facet = '{PER_TAG}'",
     "binary_stacks": "SELECT coalesce(sum(count), 0) FROM binary_stacks_cube",
+    "link_edges": "SELECT coalesce(sum(edges), 0) FROM dependency_edge_counts"
+    " JOIN dependency_kinds ON dependency_kinds.id = kind_id WHERE is_link",
 }
 
 
