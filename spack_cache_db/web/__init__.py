@@ -6,16 +6,17 @@ views from counts taken at build time (counts.py, facets.py), caps on what one S
 dependency tree, two specs compared) and the spec field's parameters (spec.py).
 
 Each hook lives beside its concern; this module gathers them for Datasette, and at start-up finds which
-served databases this project built, reads their searches in their full-text index's order (search.py), leaves
-datasette-render-markdown out of their cells (pages.py) and keeps what start-up made out of the garbage
-collector's walks.
+served databases this project built, reads their searches in their full-text index's order (search.py), offers
+sorts only where they answer in time (sorting.py), leaves datasette-render-markdown out of their cells
+(pages.py) and keeps what start-up made out of the garbage collector's walks.
 """
 
+import functools
 import gc
 
 from datasette import hookimpl
 
-from spack_cache_db.web import counts, errors, metadata, pages, search
+from spack_cache_db.web import counts, errors, metadata, pages, search, sorting
 from spack_cache_db.web.errors import handle_exception
 from spack_cache_db.web.facets import register_facet_classes
 from spack_cache_db.web.limits import prepare_connection
@@ -62,6 +63,8 @@ def startup(datasette):
         for name in names:
             db = datasette.databases[name]
             search.lead_with_matches(datasette, db, name)
+            sortable = await sorting.columns_sorted_by_an_index(db, functools.partial(datasette.table_metadata, name))
+            metadata.limit_sorting(datasette, name, sortable)
             if not db.is_mutable and name not in (datasette.inspect_data or {}):
                 await counts.use_stored_row_counts(datasette, name, db)
             if not db.is_mutable:

@@ -55,6 +55,16 @@ def _warn_of_metadata_for_another_name(given, names):
         )
 
 
+def limit_sorting(datasette, name, sortable):
+    """Let these tables and views of the database name be sorted by these columns only ({name: [columns]},
+    sorting.py), also where the rest of our metadata is left to -m's copy of it (which says nothing of this):
+    Datasette merges what both say, and what -m says wins."""
+    metadata = _served[datasette][1]
+    tables = metadata.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})
+    for table, columns in sortable.items():
+        tables.setdefault(table, {})["sortable_columns"] = columns
+
+
 def ours(datasette):
     """The served databases this project built, in the order Datasette serves them: {name: its path}
     (a page's links start with it; a cell's, thousands a page, look it up rather than build it)."""
