@@ -144,3 +144,30 @@ async def test_other_filters_are_counted_live_and_right(served):
         rows, sql = await counted(served, filters)
         assert rows == with_sql(served, filters) > 0, filters
         assert [query.split(" from ")[1].split()[0] for query, _ in sql] == ["dependencies"], sql
+
+
+@pytest.mark.asyncio
+async def test_a_row_page_counts_the_rows_that_name_it_from_the_kept_counts(served):
+    """The page of a dependency kind (and of a listing) shows how many rows of each table name it, as SQL
+    counts them, from the counts the build keeps: the edges of a kind summed from dependency_edge_counts (a
+    row per dependency version and kind), not counted edge by edge (spec_dependencies has no index by kind:
+    every edge of the history would be read)."""
+    conn = sqlite3.connect(served)
+    ds = datasette_for(served)
+    for table, row_id in [
+        ("dependency_kinds", conn.execute("SELECT max(kind_id) FROM spec_dependencies").fetchone()[0]),
+        ("listings", conn.execute("SELECT max(listing_id) FROM page_specs").fetchone()[0]),
+    ]:
+        answer = (await ds.client.get(f"/cache/{table}/{row_id}.json?_trace=1&_extras=foreign_key_tables")).json()
+        shown = {(fk["other_table"], fk["other_column"]): fk["count"] for fk in answer["foreign_key_tables"]}
+        assert shown == {
+            (other, column): conn.execute(f"SELECT count(*) FROM {other} WHERE {column} = ?", [row_id]).fetchone()[0]
+            for other, column in shown
+        }
+        assert min(shown.values()) > 0, shown
+        (statement,) = [
+            trace["sql"] for trace in answer["_trace"]["traces"] if trace["sql"].startswith("select (select")
+        ]
+        assert "count(*) from spec_dependencies" not in statement and "count(*) from page_specs" not in statement
+        steps = [step for *_, step in conn.execute(f"EXPLAIN QUERY PLAN {statement}", {"id": row_id})]
+        assert not any(" spec_dependencies" in step or " page_specs" in step for step in steps), steps
