@@ -464,7 +464,7 @@ def answer_counts(datasette, db, database):
 def _kept_row_counts():
     """{Datasette's count of the rows that name a row (a row page's links from other tables): the same count
     summed from a count the build keeps by that column (schema.KEPT_COUNTS)}. The edges of a dependency kind
-    have no index of their own: counted row by row, the page of a kind ran out of time (24 million edges in
+    have no index of their own: counted row by row, the page of a kind ran out of time (22.8 million edges in
     the history from indexes) and lost every such link; summed, about the versions that have edges."""
     answers = {}
     for kept in schema.KEPT_COUNTS:
