@@ -151,7 +151,7 @@ async def test_a_row_page_counts_the_rows_that_name_it_from_the_kept_counts(serv
     """The page of a dependency kind (and of a listing) shows how many rows of each table name it, as SQL
     counts them, from the counts the build keeps: the edges of a kind summed from dependency_edge_counts (a
     row per dependency version and kind), not counted edge by edge (spec_dependencies has no index by kind:
-    every edge of the history would be read)."""
+    every edge of the history would be read). So does the page of the kind's edges it links to."""
     conn = sqlite3.connect(served)
     ds = datasette_for(served)
     for table, row_id in [
@@ -171,3 +171,12 @@ async def test_a_row_page_counts_the_rows_that_name_it_from_the_kept_counts(serv
         assert "count(*) from spec_dependencies" not in statement and "count(*) from page_specs" not in statement
         steps = [step for *_, step in conn.execute(f"EXPLAIN QUERY PLAN {statement}", {"id": row_id})]
         assert not any(" spec_dependencies" in step or " page_specs" in step for step in steps), steps
+    kind = conn.execute("SELECT max(kind_id) FROM spec_dependencies").fetchone()[0]
+    answer = (await ds.client.get(f"/cache/spec_dependencies.json?kind_id={kind}&_trace=1")).json()
+    assert (
+        answer["filtered_table_rows_count"]
+        == conn.execute("SELECT count(*) FROM spec_dependencies WHERE kind_id = ?", [kind]).fetchone()[0]
+    )
+    counting = ("select count(*) from", "select coalesce(sum(")
+    counts = [trace["sql"] for trace in answer["_trace"]["traces"] if trace["sql"].startswith(counting)]
+    assert counts == ["select coalesce(sum(edges), 0) from dependency_edge_counts where kind_id = ?"]
