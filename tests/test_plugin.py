@@ -5,12 +5,15 @@ import json
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 import urllib.parse
 
 import pytest
 from datasette.app import Datasette
 from datasette.database import QueryInterrupted
 from datasette.utils import escape_fts
+from paths import ROOT
 
 from spack_cache_db.web import describe
 
@@ -515,3 +518,31 @@ async def test_the_row_count_of_such_a_page_comes_from_the_count_tables(cache_db
     served_mutable = await started(served(doubled, immutable=False))
     data = await get_json(served_mutable, "/cache/binaries.json?target=x86_64_v3")
     assert data["filtered_table_rows_count"] == sql_count(cache_db, "target=x86_64_v3")  # may change: counted live
+
+
+IMPORTED_FIRST = """
+import asyncio, sys
+import spack_cache_db.web  # before Datasette, as a script that builds metadata and then serves may
+from datasette.app import Datasette
+
+async def main():
+    ds = Datasette(immutables=[sys.argv[1]])
+    questions = await ds.client.get("/cache/find_binaries.json?package=cli11&_shape=objects")
+    binaries = await ds.client.get("/cache/binaries.json?_size=0")
+    print(questions.status_code, len(questions.json().get("rows", [])), binaries.json()["filtered_table_rows_count"])
+
+asyncio.run(main())
+"""
+
+
+def test_the_plugin_keeps_its_hooks_when_a_program_imports_it_before_datasette(cache_db):
+    """Importing datasette.plugins loads the installed plugins, this package among them: done while this
+    package was being imported, Datasette registered it half made, with none of its hooks (no start-up, no
+    metadata, no counts), in any program that imported it first."""
+    run = subprocess.run(
+        [sys.executable, "-c", IMPORTED_FIRST, str(cache_db)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    status, rows, binaries = map(int, run.stdout.split())
+    assert status == 200 and rows > 0  # a question of this project's metadata
+    assert binaries == sqlite3.connect(cache_db).execute("SELECT count(*) FROM page_specs").fetchone()[0]

@@ -10,7 +10,6 @@ answers that read as text and sentences about what was not found; the package pa
 from urllib.parse import urlencode
 
 from datasette import hookimpl
-from datasette.plugins import pm
 from datasette.utils import tilde_decode
 
 from spack_cache_db.query import lookup
@@ -53,6 +52,11 @@ NOT_ASKED_FOR_OUR_CELLS = ("datasette_render_markdown",)
 
 def leave_markdown_out_of_our_cells():
     """From now on Datasette's render_cell hook asks the plugins above for the cells of other databases only."""
+    # Imported here, not with this module: importing datasette.plugins loads the installed plugins, this
+    # package among them; were that to happen while this package is being imported (a program that imports
+    # it before Datasette), Datasette would register it half made, with none of its hooks.
+    from datasette.plugins import pm
+
     hook = pm.hook.render_cell
     left_out = [plugin for plugin in pm.get_plugins() if getattr(plugin, "__name__", "") in NOT_ASKED_FOR_OUR_CELLS]
     if left_out and not isinstance(hook, _RenderCell):
