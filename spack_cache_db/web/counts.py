@@ -1,5 +1,7 @@
 """Row counts and facet counts of our databases from what the build counted: whole tables and views from
-row_counts, and a big view's filtered pages from its count tables, which metadata names (counted_by).
+row_counts, a big view's filtered pages from its count tables, which metadata names (counted_by), and a
+table's rows per value of a column from the counts the build keeps by it (schema.KEPT_COUNTS): a table page
+filtered by that column, and the counts of a row page's links from other tables.
 
 Datasette counts a table page's rows with `select count(*) from <view> where <filters>`: for the binaries of
 a whole history filtered by a target or a stack, millions of rows through a dozen joins, past its time
@@ -231,7 +233,27 @@ async def count_tables(datasette, database, table):
         Cube(**tables) if "cube" in tables else FacetTables(**tables, columns=facets)
         for tables in _plugin_config(datasette, database, table).get("counted_by") or []
     ]
+    counted += [Cube(kept, count, columns) for kept, count, columns in _KEPT_BY_COLUMNS.get(table, ())]
     return [tables for tables in counted if tables.tables <= names]
+
+
+def _kept_by_columns():
+    """{table: [(a count the build keeps of its rows, its count column, the table's columns it is keyed by)]}:
+    the key columns that are the counted rows' own (edges by kind_id; binaries by listing_id), not worked out
+    from them (edges by their dependency's version)."""
+    kept_by = {}
+    for kept in schema.KEPT_COUNTS:
+        columns = [
+            column
+            for column, key in zip(schema.COLUMNS[kept.table], kept.key, strict=False)
+            if key == f"{{row}}.{column}"
+        ]
+        if columns:
+            kept_by.setdefault(kept.rows, []).append((kept.table, kept.count_column, columns))
+    return kept_by
+
+
+_KEPT_BY_COLUMNS = _kept_by_columns()
 
 
 def countable(tables):
@@ -455,31 +477,26 @@ def answer_counts(datasette, db, database):
                 finally:
                     counted.scope[LIVE_COUNT_TOOK] = monotonic() - started
         if sql.startswith(_ROW_PAGE_COUNTS):
-            sql = _ROW_PAGE_COUNT.sub(lambda found: _KEPT_ROW_COUNTS.get(found[0], found[0]), sql)
+            for counted, kept in _KEPT_ROW_COUNTS.items():
+                sql = sql.replace(counted, kept)
         return await execute(sql, params, *args, **kwargs)
 
     db.execute = execute_or_answer
 
 
-def _kept_row_counts():
-    """{Datasette's count of the rows that name a row (a row page's links from other tables): the same count
-    summed from a count the build keeps by that column (schema.KEPT_COUNTS)}. The edges of a dependency kind
-    have no index of their own: counted row by row, the page of a kind ran out of time (22.8 million edges in
-    the history from indexes) and lost every such link; summed, about the versions that have edges."""
-    answers = {}
-    for kept in schema.KEPT_COUNTS:
-        for column, key in zip(schema.COLUMNS[kept.table], kept.key, strict=False):
-            if key == f"{{row}}.{column}":
-                answers[f"(select count(*) from {escape_sqlite(kept.rows)} where {escape_sqlite(column)}=:id)"] = (
-                    f"(select coalesce(sum({kept.count_column}), 0) from {kept.table} where {column} = :id)"
-                )
-    return answers
-
-
-# Datasette's row page counts the rows of each table that name the row in one statement (views/row.py).
+# Datasette's row page counts the rows of each table that name the row in one statement (views/row.py):
+# {its count of a table's rows by a column: the same count summed from a count the build keeps by it}. The edges
+# of a dependency kind have no index of their own: counted row by row, the page of a kind ran out of time (22.8
+# million edges in the history from indexes) and lost every such link; summed, about the versions with edges.
 _ROW_PAGE_COUNTS = "select (select count(*) from "
-_ROW_PAGE_COUNT = re.compile(r"\(select count\(\*\) from [^()]+ where [^()]+=:id\)")
-_KEPT_ROW_COUNTS = _kept_row_counts()
+_KEPT_ROW_COUNTS = {
+    f"(select count(*) from {escape_sqlite(rows)} where {escape_sqlite(column)}=:id)": (
+        f"(select coalesce(sum({count}), 0) from {kept} where {column} = :id)"
+    )
+    for rows, kept_by in _KEPT_BY_COLUMNS.items()
+    for kept, count, columns in kept_by
+    for column in columns
+}
 
 
 def _time_left(datasette, counted):
