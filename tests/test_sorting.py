@@ -12,7 +12,7 @@ from datasette.app import Datasette
 from spack_cache_db.web import describe, sorting
 
 METADATA = describe.build_metadata()
-SORT_LINK = re.compile(r'href="([^"]*[?&]_sort(?:_desc)?=[^"]*)"')
+SORT_LINK = re.compile(r'href="([^"]*(?:\?|&amp;)_sort(?:_desc)?=[^"]*)"')
 
 
 def served(db, with_metadata):
@@ -95,3 +95,51 @@ async def test_a_big_database_offers_only_the_sorts_an_index_orders(cache_db, wi
         f" it can be sorted by {', '.join(column for column in columns if column in offered['binaries'])}"
     )
     assert "versions" in offered and (await ds.client.get("/cache/versions")).status_code == 200
+
+
+def binaries_found(db, search, **filters):
+    """The number of rows of the binaries view a search finds, with column filters."""
+    sql = (
+        "SELECT count(*) FROM binaries WHERE listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
+    )
+    sql += "".join(f" AND {column} = ?" for column in filters)
+    return sqlite3.connect(db).execute(sql, (search, *filters.values())).fetchone()[0]
+
+
+@pytest.mark.asyncio
+async def test_a_search_too_broad_to_sort_offers_no_sort_and_a_sort_of_it_says_how_to_narrow_it(cache_db, monkeypatch):
+    """A searched page reads every match to sort them: beyond SORT_ANY_COLUMN_UP_TO rows found (here, those of
+    a narrow search), its headings are no links and a sort of it is answered at once. A narrow search, or a
+    broad one that a filter narrows, offers its sorts, and each answers with the rows found, in order."""
+    narrow, broad, narrowed = ("hdf5", {}), ("linux", {}), ("linux", {"package": "hdf5"})
+    limit = binaries_found(cache_db, narrow[0])
+    assert 0 < limit < binaries_found(cache_db, broad[0])
+    assert 0 < binaries_found(cache_db, narrowed[0], **narrowed[1]) <= limit
+    monkeypatch.setattr(sorting, "SORT_ANY_COLUMN_UP_TO", limit)
+    ds = served(cache_db, with_metadata=True)
+    await ds.invoke_startup()
+
+    broad_page = await ds.client.get("/cache/binaries?_search=linux")
+    assert broad_page.status_code == 200 and 'class="rows-and-columns"' in broad_page.text
+    assert SORT_LINK.findall(broad_page.text) == []
+    for key in ("_sort", "_sort_desc"):
+        refused = await ds.client.get(f"/cache/binaries.json?_search=linux&{key}=package")
+        assert refused.status_code == 400
+        assert refused.json()["error"] == (
+            f"{key}: this search matches more than {limit:,} rows of binaries, too many to sort in time;"
+            " narrow it (a filter or a facet, such as a tag or an os) to sort it"
+        )
+
+    for search, filters in (narrow, narrowed):
+        query = urllib.parse.urlencode({"_search": search, **filters})
+        page = await ds.client.get(f"/cache/binaries?{query}")
+        links = sorted({html.unescape(link) for link in SORT_LINK.findall(page.text)})
+        assert links, query
+        for link in links:
+            key, column = sorted_by(link)
+            path, _, link_query = link.partition("?")
+            response = await ds.client.get(f"{path}.json?{link_query}&_shape=objects&_size=max")
+            assert response.status_code == 200, (link, response.text[:300])
+            values = [row[column] for row in response.json()["rows"]]
+            assert len(values) == binaries_found(cache_db, search, **filters)
+            assert values == sorted(values, reverse=key == "_sort_desc"), link

@@ -45,10 +45,16 @@ __all__ = [
 
 @hookimpl
 def filters_from_request(request, database, table, datasette):
-    """A table page's arguments checked before its query runs (errors.py), then its row count and the filters
-    that narrow it (counts.py)."""
+    """A table page's arguments checked before its query runs (errors.py), and its sort (sorting.py); then its
+    row count and the filters that narrow it (counts.py)."""
     errors.check_before_the_query(request)
-    return counts.filters_from_request(request, database, table, datasette)
+    count_and_narrow = counts.filters_from_request(request, database, table, datasette)
+
+    async def check_sort_then_count_and_narrow():
+        await sorting.refuse_sorting_a_broad_search(datasette, database, table, request)
+        return await count_and_narrow()
+
+    return check_sort_then_count_and_narrow
 
 
 @hookimpl

@@ -2,7 +2,7 @@
 
 The package's templates/ replace Datasette's index.html, database.html and query.html; each extends
 Datasette's own ("default:...") for anything that is not ours, so other databases served beside ours
-look as Datasette makes them. Ours get: on the index and database pages, the questions people ask first
+look as Datasette makes them (_table.html is Datasette's, but that a search too broad to sort offers no sorts). Ours get: on the index and database pages, the questions people ask first
 and the internal tables under a heading of their own; on a question's page, a form that offers choices,
 answers that read as text and sentences about what was not found; the package page.
 """
@@ -13,7 +13,7 @@ from datasette import hookimpl
 from datasette.utils import tilde_decode
 
 from spack_cache_db.query import lookup
-from spack_cache_db.web import cells, metadata, package, questions, views
+from spack_cache_db.web import cells, metadata, package, questions, sorting, views
 from spack_cache_db.web.metadata import PLUGIN
 
 # What a question's page shows after its answer, for questions that have a page of their own to go on to.
@@ -88,16 +88,18 @@ def cell(datasette, database, table, column, value):
 
 
 @hookimpl
-def extra_template_vars(template, database, request, datasette):
+def extra_template_vars(template, database, table, request, datasette):
     async def our_pages_vars():
-        return await template_vars(datasette, template, database, request)
+        return await template_vars(datasette, template, database, table, request)
 
     return our_pages_vars
 
 
-async def template_vars(datasette, template, database, request):
+async def template_vars(datasette, template, database, table, request):
     ours = metadata.ours(datasette)
     given = {"spack_ours": ours}
+    if template == "table.html" and table:  # its headings sort it, unless it is a search too broad to sort
+        given["spack_unsortable_search"] = await sorting.search_too_broad_to_sort(datasette, database, table, request)
     if template == "index.html" and ours:
         given["spack_questions"] = {name: await question_sections(datasette, name) for name in ours}
     elif template == "database.html" and database in ours:
