@@ -64,6 +64,7 @@ class Count(NamedTuple):
 
 
 LIVE_COUNT_TOOK = "spack_cache_db.live_count_took"  # in a request's scope: its live count's seconds
+PAGE_ROWS = "spack_cache_db.page_rows"  # in a request's scope: the rows its count gave, None if it ran out of time
 
 
 _COUNTED = contextvars.ContextVar("spack_cache_db_count", default=None)
@@ -467,15 +468,18 @@ def answer_counts(datasette, db, database):
         if counted is not None and counted.database == database:
             if sql.startswith(f"select count(*) from {escape_sqlite(counted.table)} "):
                 _COUNTED.set(None)
+                counted.scope[PAGE_ROWS] = counted.rows
                 if counted.rows is not None:
                     return Results([(counted.rows,)], False, [("count(*)",)])
                 if counted.sql is not None:
                     sql, params = counted.sql, {**(params or {}), **counted.params}
                 started = monotonic()
                 try:
-                    return await execute(sql, params, custom_time_limit=_time_left(datasette, counted))
+                    results = await execute(sql, params, custom_time_limit=_time_left(datasette, counted))
                 finally:
                     counted.scope[LIVE_COUNT_TOOK] = monotonic() - started
+                counted.scope[PAGE_ROWS] = results.single_value()
+                return results
         if sql.startswith(_ROW_PAGE_COUNTS):
             for counted, kept in _KEPT_ROW_COUNTS.items():
                 sql = sql.replace(counted, kept)

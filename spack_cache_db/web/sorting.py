@@ -22,7 +22,7 @@ from datasette.database import QueryInterrupted
 from datasette.filters import Filters, search_filters
 from datasette.utils import escape_sqlite
 
-from spack_cache_db.web import metadata
+from spack_cache_db.web import counts, metadata
 from spack_cache_db.web.errors import BadArgument
 
 # A sort of this many rows takes a small part of a page's time, even in a view that reads JSON for each row
@@ -71,11 +71,15 @@ def _read_in_order(conn, name, column):
 
 async def search_too_broad_to_sort(datasette, database, table, request):
     """Whether the page searches the table's full-text index (?_search=) for more rows, with its filters, than
-    a sort answers in time: more than SORT_ANY_COLUMN_UP_TO, or too many to count in COUNT_MATCHES_FOR_MS."""
+    a sort answers in time: more than SORT_ANY_COLUMN_UP_TO, or too many to count in COUNT_MATCHES_FOR_MS (or
+    in the time its own count had, once the page has counted them: counts.py)."""
     if database not in metadata.ours(datasette) or not request.args.get("_search"):
         return False
     if not datasette.table_metadata(database, table).get("fts_table"):
         return False
+    if counts.PAGE_ROWS in request.scope:
+        rows = request.scope[counts.PAGE_ROWS]
+        return rows is None or rows > SORT_ANY_COLUMN_UP_TO
     searched = await search_filters(request, database, table, datasette)()
     filters = [  # the arguments Datasette takes as filters
         (key, value)
