@@ -15,6 +15,7 @@ import functools
 import gc
 
 from datasette import hookimpl
+from datasette.filters import FilterArguments
 
 from spack_cache_db.web import counts, errors, metadata, pages, search, sorting
 from spack_cache_db.web.errors import handle_exception
@@ -46,15 +47,23 @@ __all__ = [
 @hookimpl
 def filters_from_request(request, database, table, datasette):
     """A table page's arguments checked before its query runs (errors.py), and its sort (sorting.py); then its
-    row count and the filters that narrow it (counts.py)."""
+    row count and the filters that narrow it (counts.py), and a search by those the full-text index can check
+    (search.py)."""
     errors.check_before_the_query(request)
     count_and_narrow = counts.filters_from_request(request, database, table, datasette)
 
-    async def check_sort_then_count_and_narrow():
-        await sorting.refuse_sorting_a_broad_search(datasette, database, table, request)
-        return await count_and_narrow()
+    async def check_sort_then_narrow():
+        in_index = await search.filters_in_index(request, database, table, datasette)
+        await sorting.refuse_sorting_a_broad_search(datasette, database, table, request, in_index)
+        narrowing = [arguments for arguments in (await count_and_narrow(), in_index) if arguments is not None]
+        if not narrowing:
+            return None
+        return FilterArguments(
+            [clause for arguments in narrowing for clause in arguments.where_clauses],
+            {name: value for arguments in narrowing for name, value in arguments.params.items()},
+        )
 
-    return check_sort_then_count_and_narrow
+    return check_sort_then_narrow
 
 
 @hookimpl

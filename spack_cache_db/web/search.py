@@ -6,14 +6,29 @@ with the matches leading instead, read once as they come and joined to the table
 of rows reads about a page of matches (1-2 ms). The rows, and their order, are the same: each match is one key,
 and SQLite read the list in key order, the order in which the index gives its matches. (A filter that narrows
 the page by that key is checked per match too: counts.py.)
+
+A filter on one value of a column that the full-text index holds too (a package, an os, a stack) is added to
+the search, so that the index gives only the matches that can pass it: otherwise a broad search that a filter
+narrows reads every match to check it (ubuntu22.04 with package=zlib in the spread history: 1.5 million
+listings, past the time limit). A row the filter selects holds its value in that column, so the value's words,
+as a phrase in that column, match it: the search selects no fewer rows, and the filter stays as it was.
 """
 
+import re
 from typing import NamedTuple
 
+from datasette.filters import FilterArguments
 from datasette.utils import escape_sqlite
+
+from spack_cache_db.web import metadata
+from spack_cache_db.web.counts import column_and_lookup
 
 # How Datasette's search filter asks for the matches: escaped, or as the user typed them (searchmode raw).
 MATCHED_BY = ("escape_fts(:search)", ":search")
+# The parameter of the page's filters that the full-text index can check: a query of its columns' phrases.
+FILTERS_IN_INDEX = "spack_filters_in_index"
+# The lookups whose rows hold the value in the column, as text: exact, and an element of a JSON array.
+_LOOKUPS_IN_INDEX = ("exact", "arraycontains")
 
 
 class Rewrite(NamedTuple):
@@ -28,6 +43,19 @@ class Rewrite(NamedTuple):
         if self.searched in sql and self.source in sql:
             return sql.replace(self.searched, "1", 1).replace(self.source, self.leading, 1)
         return sql
+
+
+class Narrowing(NamedTuple):
+    """The searches of a full-text index in a statement, and the clauses of the filters it checks
+    (filters_in_index_clause, one per key column of a table it covers): each search is made one of both, and
+    the clauses true."""
+
+    searched: re.Pattern
+    clauses: re.Pattern
+
+    def apply(self, sql):
+        sql, narrowed = self.searched.subn(rf"\g<1>'(' || \g<2> || ') AND (' || :{FILTERS_IN_INDEX} || ')'", sql)
+        return self.clauses.sub("1", sql) if narrowed else sql
 
 
 def rewrites(table, fts_table, fts_pk):
@@ -48,28 +76,87 @@ def rewrites(table, fts_table, fts_pk):
     return made
 
 
-def search_rewrites(datasette, database):
-    """The Rewrites of every table of a database that its metadata gives a full-text index, made once."""
+def narrowing(fts_table, fts_pks):
+    """The Narrowing of the searches of a full-text index (escaped names), whichever way they match."""
+    ways = "|".join(re.escape(match) + r"(?!\w)" for match in MATCHED_BY)
+    searched = re.compile(rf"(\b{re.escape(fts_table)} match )({ways})")
+    clauses = "|".join(re.escape(filters_in_index_clause(fts_table, fts_pk)) for fts_pk in fts_pks)
+    return Narrowing(searched, re.compile(rf"(?<![\w\"])(?:{clauses})"))  # a whole clause: not id in listing_id's
+
+
+def filters_in_index_clause(fts_table, fts_pk):
+    """The rows whose key the full-text index matches with the query of the page's filters in it (escaped
+    names): true of every row the filters select, whether the search leads or not."""
+    return f"{fts_pk} in (select rowid from {fts_table} where {fts_table} match :{FILTERS_IN_INDEX})"
+
+
+async def filters_in_index(request, database, table, datasette):
+    """FilterArguments that add to a searched page the clause of its filters that the full-text index can
+    check (filters_in_index_clause), or None: no search, or no such filter."""
+    if database not in metadata.ours(datasette) or not request.args.get("_search"):
+        return None
+    table_metadata = datasette.table_metadata(database, table)
+    fts_table = table_metadata.get("fts_table")
+    if not fts_table:
+        return None
+    db = datasette.get_database(database)
+    in_index = set(await db.table_columns(fts_table)) & set(await db.table_columns(table))
+    phrases = [
+        f"{column} : {_phrase(value)}"
+        for key in request.args
+        for column, lookup in [column_and_lookup(key)]
+        if column in in_index and column.isidentifier() and lookup in _LOOKUPS_IN_INDEX
+        for value in request.args.getlist(key)
+        if _holds_as_words(value, lookup)
+    ]
+    if not phrases:
+        return None
+    clause = filters_in_index_clause(escape_sqlite(fts_table), escape_sqlite(table_metadata.get("fts_pk", "rowid")))
+    return FilterArguments([clause], {FILTERS_IN_INDEX: " AND ".join(phrases)})
+
+
+def _phrase(value):
+    return '"' + value.replace('"', '""') + '"'
+
+
+def _holds_as_words(value, lookup):
+    """Whether a row the filter selects holds the value's words in the column's text, in order: the value has
+    words, and an element of a JSON array is written there as it is (no escapes: printable ASCII, no quote
+    or backslash)."""
+    if not any(character.isalnum() for character in value):
+        return False
+    return lookup == "exact" or (value.isascii() and value.isprintable() and not {'"', "\\"} & set(value))
+
+
+def searched_tables(datasette, database):
+    """(table, its full-text index, the index's key column) of each table of a database that its metadata
+    gives a full-text index (escaped names)."""
     tables = datasette.metadata("tables", database=database) or {}
     return [
-        rewrite
+        (escape_sqlite(table), escape_sqlite(meta["fts_table"]), escape_sqlite(meta.get("fts_pk", "rowid")))
         for table, meta in tables.items()
         if meta.get("fts_table")
-        for rewrite in rewrites(
-            escape_sqlite(table), escape_sqlite(meta["fts_table"]), escape_sqlite(meta.get("fts_pk", "rowid"))
-        )
     ]
 
 
 def lead_with_matches(datasette, db, database):
-    """Make db run each statement that searches one of its tables with the matches leading."""
-    searched = search_rewrites(datasette, database)
+    """Make db run each statement that searches one of its tables with the matches leading, and those of a
+    page with filters in the index with them in its searches."""
+    tables = searched_tables(datasette, database)
+    searched = [rewrite for table in tables for rewrite in rewrites(*table)]
+    keys = {}  # full-text index -> the key columns of the tables it covers
+    for _, fts_table, fts_pk in tables:
+        keys.setdefault(fts_table, set()).add(fts_pk)
+    narrowings = [narrowing(fts_table, fts_pks) for fts_table, fts_pks in keys.items()]
     execute = db.execute
 
-    async def execute_with_matches_leading(sql, *args, **kwargs):
+    async def execute_with_matches_leading(sql, params=None, *args, **kwargs):
         for rewrite in searched:
             sql = rewrite.apply(sql)
-        return await execute(sql, *args, **kwargs)
+        if isinstance(params, dict) and FILTERS_IN_INDEX in params:
+            for narrowed in narrowings:
+                sql = narrowed.apply(sql)
+        return await execute(sql, params, *args, **kwargs)
 
     if searched:
         db.execute = execute_with_matches_leading

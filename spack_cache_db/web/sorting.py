@@ -69,10 +69,11 @@ def _read_in_order(conn, name, column):
     return True
 
 
-async def search_too_broad_to_sort(datasette, database, table, request):
+async def search_too_broad_to_sort(datasette, database, table, request, in_index=None):
     """Whether the page searches the table's full-text index (?_search=) for more rows, with its filters, than
     a sort answers in time: more than SORT_ANY_COLUMN_UP_TO, or too many to count in COUNT_MATCHES_FOR_MS (or
-    in the time its own count had, once the page has counted them: counts.py)."""
+    in the time its own count had, once the page has counted them: counts.py). in_index: the FilterArguments of
+    its filters that the index checks (search.filters_in_index)."""
     if database not in metadata.ours(datasette) or not request.args.get("_search"):
         return False
     if not datasette.table_metadata(database, table).get("fts_table"):
@@ -88,6 +89,8 @@ async def search_too_broad_to_sort(datasette, database, table, request):
         for value in request.args.getlist(key)
     ]
     where, params = Filters(sorted(filters)).build_where_clauses(table)
+    if in_index is not None:
+        where, params = where + in_index.where_clauses, {**params, **in_index.params}
     # Written as Datasette writes a searched page's statement, so that its matches lead here too (search.py).
     sql = (
         f"select count(*) from (select 1 from {escape_sqlite(table)} where {' and '.join(searched.where_clauses + where)}"
@@ -104,10 +107,10 @@ async def search_too_broad_to_sort(datasette, database, table, request):
     return result.single_value() > SORT_ANY_COLUMN_UP_TO
 
 
-async def refuse_sorting_a_broad_search(datasette, database, table, request):
-    """Raise BadArgument for a sort of a search too broad to sort in time."""
+async def refuse_sorting_a_broad_search(datasette, database, table, request, in_index=None):
+    """Raise BadArgument for a sort of a search too broad to sort in time (in_index: search_too_broad_to_sort)."""
     key = next((key for key in ("_sort", "_sort_desc") if key in request.args), None)
-    if key and await search_too_broad_to_sort(datasette, database, table, request):
+    if key and await search_too_broad_to_sort(datasette, database, table, request, in_index):
         raise BadArgument(
             f"{key}: this search matches more than {SORT_ANY_COLUMN_UP_TO:,} rows of {table}, too many to sort in"
             " time; narrow it (a filter or a facet, such as a tag or an os) to sort it"
