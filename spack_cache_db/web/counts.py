@@ -344,23 +344,32 @@ def _rows_of(rows, table):
 
 def rows_where(request, database, table, datasette, names):
     """The page's rows as rows of narrow_by's rows table (one row per row of the view, with its key) when the
-    page is filtered by nothing but narrow_by's columns and a search of the full-text index on the key; None
-    otherwise. names: those of the database's tables, for a database that cannot change (unchanging_names)."""
+    page is filtered by nothing but narrow_by's columns, or with a search of the full-text index on the key by
+    nothing but columns the key determines (its parts'); None otherwise. names: those of the database's
+    tables, for a database that cannot change (unchanging_names)."""
     narrow_by = _plugin_config(datasette, database, table).get("narrow_by") or {}
     metadata = datasette.table_metadata(database, table) or {}
     if not narrow_by.get("rows") or metadata.get("searchmode") == "raw":
         return None
-    where, search = [], None
+    search = (
+        escape_sqlite(metadata["fts_table"])
+        if "_search" in request.args and _searches_by_key(metadata, narrow_by)
+        else None
+    )
+    # With a search leading, a filter on any part the key determines is checked per match; else only narrow_by's
+    # own columns narrow (a stack's listings, gathered, can be most of them).
+    columns = (
+        [column for part in _key_parts(narrow_by) for column in part["columns"]] if search else narrow_by["columns"]
+    )
     for key in request.args:
-        if key == "_search" and _searches_by_key(metadata, narrow_by):
-            search = escape_sqlite(metadata["fts_table"])
-        elif _special(key):
-            if not _shows_only(key):
-                return None
-        elif column_and_lookup(key)[0] not in narrow_by["columns"]:
+        if _special(key) and not (key == "_search" and search) and not _shows_only(key):
             return None
-    narrowed = _narrowing(request, narrow_by, per_match=search is not None)
-    where += narrowed.where_clauses if narrowed else []
+        if not _special(key) and column_and_lookup(key)[0] not in columns:
+            return None
+    narrowed = (
+        _checked_per_match(request, narrow_by) if search and "through" in narrow_by else _narrowing(request, narrow_by)
+    )
+    where = narrowed.where_clauses if narrowed else []
     if not where and search is None:
         return None
     per_key = narrow_by.get("per_key")
@@ -555,40 +564,16 @@ def _searches_by_key(metadata, narrow_by):
     return bool(narrow_by) and metadata.get("fts_pk") == narrow_by["key"]
 
 
-def _narrowing(request, narrow_by, per_match=False):
+def _narrowing(request, narrow_by):
     """key in (the table_keys of the rows of table that the page's filters on narrow_by's columns select or,
     with through, the keys of the rows of through whose column is one of them): the matching rows of table
-    first, then their keys by index. per_match: where a search leads, each match's key is looked up instead:
-    gathered first, an os's listings took 800 ms in the spread history, which the 100,000 listings that
-    zlib matches were checked against in 100 ms."""
+    first, then their keys by index."""
     if not narrow_by:
         return None
-    pairs = [
-        (key, value)
-        for key in request.args
-        if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
-        for value in request.args.getlist(key)
-    ]
-    where, params = Filters(sorted(pairs)).build_where_clauses(narrow_by["table"])
+    where, params = _part_filters(request, narrow_by, NARROWING)
     if not where:
         return None
-    # Datasette's own filters already use :p0, :p1...
-    where = [re.sub(r":(p\d+)\b", rf":{NARROWING}\1", clause) for clause in where]
     key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
-    params = {f"{NARROWING}{name}": value for name, value in params.items()}
-    if per_match and "through" in narrow_by:
-        through, through_key, through_column = (
-            escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
-        )
-        # The key, named alone, is the outer row's: neither table in here has a column of that name.
-        joined = f"{through} join {rows} on {rows}.{rows_key} = {through}.{through_column}"
-        return FilterArguments(
-            [f"exists (select 1 from {joined} where {through}.{through_key} = {key} and {' and '.join(where)})"], params
-        )
-    if per_match:
-        return FilterArguments(
-            [f"exists (select 1 from {rows} where {rows}.{rows_key} = {key} and {' and '.join(where)})"], params
-        )
     selected = f"select {rows_key} from {rows} where {' and '.join(where)}"
     if "through" in narrow_by:
         through, through_key, through_column = (
@@ -596,6 +581,45 @@ def _narrowing(request, narrow_by, per_match=False):
         )
         selected = f"select {through_key} from {through} where {through_column} in ({selected})"
     return FilterArguments([f"{key} in ({selected})"], params)
+
+
+def _checked_per_match(request, narrow_by):
+    """The page's filters on the columns a key determines (narrow_by's, and its other parts' reached through
+    through's columns), each part's as one clause that looks the outer row's key up: where a search leads,
+    each match is checked as it comes. Gathered first (_narrowing), an os's listings took 800 ms in the spread
+    history, which the 100,000 listings that zlib matches were checked against in 100 ms."""
+    through = {name: escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")}
+    key = escape_sqlite(narrow_by["key"])
+    clauses, params = [], {}
+    for n, part in enumerate(_key_parts(narrow_by)):
+        where, part_params = _part_filters(request, part, f"{NARROWING}{n}_")
+        if where:
+            table, table_key, column = (escape_sqlite(part[name]) for name in ("table", "table_key", "column"))
+            joined = f"{through['table']} join {table} on {table}.{table_key} = {through['table']}.{column}"
+            # The key, named alone, is the outer row's: no table in here has a column of that name.
+            looked_up = f"{through['table']}.{through['key']} = {key}"
+            clauses.append(f"exists (select 1 from {joined} where {looked_up} and {' and '.join(where)})")
+            params.update(part_params)
+    return FilterArguments(clauses, params) if clauses else None
+
+
+def _key_parts(narrow_by):
+    """The parts of a row that its key determines: those reached through through's columns."""
+    return [part for part in _parts(narrow_by) if "column" in part]
+
+
+def _part_filters(request, part, prefix):
+    """The page's filters on a part's columns as SQL on its table (where clauses, their parameters), the
+    parameters named with prefix (Datasette's own filters already use :p0, :p1...)."""
+    pairs = [
+        (key, value)
+        for key in request.args
+        if not _special(key) and column_and_lookup(key)[0] in part["columns"]
+        for value in request.args.getlist(key)
+    ]
+    where, params = Filters(sorted(pairs)).build_where_clauses(part["table"])
+    where = [re.sub(r":(p\d+)\b", rf":{prefix}\1", clause) for clause in where]
+    return where, {f"{prefix}{name}": value for name, value in params.items()}
 
 
 async def _selects_many(request, database, table, datasette, narrow_by):
