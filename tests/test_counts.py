@@ -54,6 +54,13 @@ def where(filters):
     return (" WHERE " + " AND ".join(conditions) if conditions else ""), [value for _, value in filters]
 
 
+def sql_count(db, clause, params):
+    """The binaries a WHERE clause (or "") selects, counted with SQL."""
+    conn = sqlite3.connect(db)
+    conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
+    return conn.execute(f"SELECT count(*) FROM binaries{clause}", params).fetchone()[0]
+
+
 def sql_facets(db, clause, params):
     """{facet: {value: rows}} of the binaries a WHERE clause (or "") selects, counted with SQL."""
     conn = sqlite3.connect(db)
@@ -497,14 +504,16 @@ SEARCHED = "listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MAT
 @pytest.mark.asyncio
 async def test_facets_a_listing_determines_are_counted_per_listing_and_equal_sql(shaped):
     """A page filtered by nothing but columns a binary's listing determines (its package, os... and, searched,
-    its stacks) and a search of listings: the facets the count tables cannot answer are counted per listing on
-    page_specs, then per configuration and per set of stacks, never through the view's rows; they equal SQL's. The most listed
+    its stacks or its tag) and a search of listings: the facets the count tables cannot answer are counted per
+    listing on page_specs (a tag's binaries, with a tag), then per configuration and per set of stacks, never
+    through the view's rows; they equal SQL's. The most listed
     package of the spread shape counted through the view took 513 ms, past the facet time limit."""
     conn = sqlite3.connect(shaped)
     package, os_name = conn.execute("SELECT package, os FROM binaries GROUP BY 1, 2 ORDER BY count(*) DESC").fetchone()
     (stack,) = conn.execute(  # the least listed stack of the os: a set of stacks is a part its listing determines
         "SELECT j.value FROM binaries, json_each(stacks) j WHERE os = ? GROUP BY 1 ORDER BY count(*), 1", [os_name]
     ).fetchone()
+    (tag,) = conn.execute("SELECT tag FROM binaries WHERE os = ? GROUP BY 1 ORDER BY count(*), 1", [os_name]).fetchone()
     in_stack = "? IN (SELECT value FROM json_each(stacks))"
     for query, condition, params in (
         (f"package={package}", "package = ?", [package]),
@@ -516,6 +525,12 @@ async def test_facets_a_listing_determines_are_counted_per_listing_and_equal_sql
             f"{SEARCHED} AND {in_stack} AND package = ?",
             [os_name, stack, package],
         ),
+        (f"_search={os_name}&tag={tag}", f"{SEARCHED} AND tag = ?", [os_name, tag]),
+        (
+            f"_search={os_name}&tag={tag}&package={package}",
+            f"{SEARCHED} AND tag = ? AND package = ?",
+            [os_name, tag, package],
+        ),
         ("version__startswith=1&compiler__not=none", "version LIKE '1%' AND compiler <> 'none'", []),
     ):
         response = await traced(served(shaped), f"/cache/binaries.json?{query}&_facet_size=max")
@@ -523,6 +538,8 @@ async def test_facets_a_listing_determines_are_counted_per_listing_and_equal_sql
         sql = [trace["sql"] for trace in data["_trace"]["traces"] if trace["type"] == "sql"]
         facets = {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS}
         assert facets == sql_facets(shaped, f" WHERE {condition}", params), query
+        expected = sql_count(shaped, f" WHERE {condition}", params)
+        assert data["filtered_table_rows_count"] == expected, query
         assert any(statement.startswith(PER_KEY) for statement in sql), query
         assert not any(statement.startswith(LIVE_FACETS) for statement in sql), query
 

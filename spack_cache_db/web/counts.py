@@ -329,6 +329,7 @@ class RowsWhere(NamedTuple):
     params: dict
     per_key: tuple[str, str] | None
     search: str | None
+    by_rows: bool = False  # filtered on a part the rows table reaches (a tag): read those rows, not the matches'
 
 
 def _rows_of(rows, table):
@@ -339,6 +340,13 @@ def _rows_of(rows, table):
         return f"from {table} where {' and '.join(rows.where)}"
     key = escape_sqlite(rows.narrow_by["key"])
     matches = f"{rows.search} match escape_fts(:search)"
+    if rows.by_rows:
+        # The matches gathered once (LIMIT -1: never asked again for each row's key), and the rows read by the
+        # filters on the parts they reach (a tag's pages), not by key (+): a tag's binaries, not the matches'.
+        gathered = (
+            f"(select search_match from (select rowid as search_match from {rows.search} where {matches} limit -1))"
+        )
+        return f"from {table} where {' and '.join([*rows.where, f'+{table}.{key} in {gathered}'])}"
     return f"from {rows.search} join {table} on {table}.{key} = {rows.search}.rowid where {' and '.join([matches, *rows.where])}"
 
 
@@ -356,29 +364,50 @@ def rows_where(request, database, table, datasette, names):
         if "_search" in request.args and _searches_by_key(metadata, narrow_by)
         else None
     )
-    # With a search leading, a filter on any part the key determines is checked per match; else only narrow_by's
-    # own columns narrow (a stack's listings, gathered, can be most of them).
+    # With a search leading, a filter on any part the key determines is checked per match, and one value of a
+    # part the rows reach (a tag) picks the rows to read; else only narrow_by's own columns narrow (a stack's
+    # listings, gathered, can be most of them).
+    row_parts = [part for part in narrow_by.get("other_parts", []) if "rows_column" in part] if search else []
     columns = (
         [column for part in _key_parts(narrow_by) for column in part["columns"]] if search else narrow_by["columns"]
     )
+    one_value_of = [column for part in row_parts for column in part["columns"]]
     for key in request.args:
         if _special(key) and not (key == "_search" and search) and not _shows_only(key):
             return None
-        if not _special(key) and column_and_lookup(key)[0] not in columns:
+        column, lookup = column_and_lookup(key)
+        if not _special(key) and column not in columns and not (column in one_value_of and lookup == "exact"):
             return None
     narrowed = (
         _checked_per_match(request, narrow_by) if search and "through" in narrow_by else _narrowing(request, narrow_by)
     )
-    where = narrowed.where_clauses if narrowed else []
+    where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
+    by_rows = _filtered_rows(request, narrow_by, row_parts)
+    if by_rows is not None:
+        where, params = [*where, *by_rows.where_clauses], {**params, **by_rows.params}
     if not where and search is None:
         return None
     per_key = narrow_by.get("per_key")
     counted = (
         (escape_sqlite(per_key["table"]), escape_sqlite(per_key["rows"]))
-        if per_key and per_key["table"] in names
+        if per_key and per_key["table"] in names and by_rows is None  # its rows per key are those of every tag
         else None
     )
-    return RowsWhere(narrow_by, where, narrowed.params if narrowed else {}, counted, search)
+    return RowsWhere(narrow_by, where, params, counted, search, by_rows is not None)
+
+
+def _filtered_rows(request, narrow_by, parts):
+    """The page's filters on parts the rows table reaches by a column of its own (a page's tag): rows_column
+    in (the parts' keys they select), one clause a part; None without such a filter."""
+    rows = escape_sqlite(narrow_by["rows"])
+    clauses, params = [], {}
+    for n, part in enumerate(parts):
+        where, part_params = _part_filters(request, part, f"{NARROWING}rows{n}_")
+        if where:
+            selected = f"select {escape_sqlite(part['table_key'])} from {escape_sqlite(part['table'])}"
+            clauses.append(f"{rows}.{escape_sqlite(part['rows_column'])} in ({selected} where {' and '.join(where)})")
+            params.update(part_params)
+    return FilterArguments(clauses, params) if clauses else None
 
 
 def per_key_groups_query(request, database, table, datasette, columns, names):
