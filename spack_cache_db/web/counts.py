@@ -82,6 +82,16 @@ def _special(key):
     return key.startswith("_") and "__" not in key
 
 
+def filter_pairs(request, columns=None):
+    """The page's filters as Datasette reads them, [(argument, value)], only those on these columns if given."""
+    return [
+        (key, value)
+        for key in request.args
+        if not _special(key) and (columns is None or column_and_lookup(key)[0] in columns)
+        for value in request.args.getlist(key)
+    ]
+
+
 def _shows_only(key):
     """Whether a special argument changes how a page looks, not which rows it has."""
     return key in NOT_FILTERS or key.startswith("_facet")
@@ -640,13 +650,7 @@ def _key_parts(narrow_by):
 def _part_filters(request, part, prefix):
     """The page's filters on a part's columns as SQL on its table (where clauses, their parameters), the
     parameters named with prefix (Datasette's own filters already use :p0, :p1...)."""
-    pairs = [
-        (key, value)
-        for key in request.args
-        if not _special(key) and column_and_lookup(key)[0] in part["columns"]
-        for value in request.args.getlist(key)
-    ]
-    where, params = Filters(sorted(pairs)).build_where_clauses(part["table"])
+    where, params = Filters(sorted(filter_pairs(request, part["columns"]))).build_where_clauses(part["table"])
     where = [re.sub(r":(p\d+)\b", rf":{prefix}\1", clause) for clause in where]
     return where, {f"{prefix}{name}": value for name, value in params.items()}
 
@@ -656,13 +660,7 @@ async def _selects_many(request, database, table, datasette, narrow_by):
     narrow_by's below_share of the view's rows, as the count tables count them (never, without a share)."""
     if "below_share" not in narrow_by:
         return False
-    narrowing = urllib.parse.urlencode(
-        [
-            (key, value)
-            for key, value in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True)
-            if not _special(key) and column_and_lookup(key)[0] in narrow_by["columns"]
-        ]
-    )
+    narrowing = urllib.parse.urlencode(filter_pairs(request, narrow_by["columns"]))
     tables = await count_tables(datasette, database, table)
     rows = await _stored_count(datasette, database, tables, facet_filters(narrowing, countable(tables)))
     if rows is None:

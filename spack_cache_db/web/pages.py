@@ -2,9 +2,10 @@
 
 The package's templates/ replace Datasette's index.html, database.html and query.html; each extends
 Datasette's own ("default:...") for anything that is not ours, so other databases served beside ours
-look as Datasette makes them (_table.html is Datasette's, but that a search too broad to sort offers no sorts). Ours get: on the index and database pages, the questions people ask first
-and the internal tables under a heading of their own; on a question's page, a form that offers choices,
-answers that read as text and sentences about what was not found; the package page.
+look as Datasette makes them; _table.html is Datasette's, but that a search too broad to sort offers no
+sorts (sorting.py). Ours get: on the index and database pages, the questions people ask first and the
+internal tables under a heading of their own; on a question's page, a form that offers choices, answers
+that read as text and sentences about what was not found; the package page.
 """
 
 from urllib.parse import urlencode

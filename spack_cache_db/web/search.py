@@ -21,7 +21,7 @@ from datasette.filters import FilterArguments
 from datasette.utils import escape_sqlite
 
 from spack_cache_db.web import metadata
-from spack_cache_db.web.counts import column_and_lookup
+from spack_cache_db.web.counts import column_and_lookup, filter_pairs
 
 # How Datasette's search filter asks for the matches: escaped, or as the user typed them (searchmode raw).
 MATCHED_BY = ("escape_fts(:search)", ":search")
@@ -103,11 +103,9 @@ async def filters_in_index(request, database, table, datasette):
     in_index = set(await db.table_columns(fts_table)) & set(await db.table_columns(table))
     phrases = [
         f"{column} : {_phrase(value)}"
-        for key in request.args
+        for key, value in filter_pairs(request, in_index)
         for column, lookup in [column_and_lookup(key)]
-        if column in in_index and column.isidentifier() and lookup in _LOOKUPS_IN_INDEX
-        for value in request.args.getlist(key)
-        if _holds_as_words(value, lookup)
+        if column.isidentifier() and lookup in _LOOKUPS_IN_INDEX and _holds_as_words(value, lookup)
     ]
     if not phrases:
         return None

@@ -22,7 +22,7 @@ from datasette.database import QueryInterrupted
 from datasette.filters import Filters, search_filters
 from datasette.utils import escape_sqlite
 
-from spack_cache_db.web import counts, metadata
+from spack_cache_db.web import counts, metadata, search
 from spack_cache_db.web.errors import BadArgument
 
 # A sort of this many rows takes a small part of a page's time, even in a view that reads JSON for each row
@@ -69,11 +69,10 @@ def _read_in_order(conn, name, column):
     return True
 
 
-async def search_too_broad_to_sort(datasette, database, table, request, in_index=None):
+async def search_too_broad_to_sort(datasette, database, table, request):
     """Whether the page searches the table's full-text index (?_search=) for more rows, with its filters, than
     a sort answers in time: more than SORT_ANY_COLUMN_UP_TO, or too many to count in COUNT_MATCHES_FOR_MS (or
-    in the time its own count had, once the page has counted them: counts.py). in_index: the FilterArguments of
-    its filters that the index checks (search.filters_in_index)."""
+    in the time its own count had, once the page has counted them: counts.py)."""
     if database not in metadata.ours(datasette) or not request.args.get("_search"):
         return False
     if not datasette.table_metadata(database, table).get("fts_table"):
@@ -82,13 +81,8 @@ async def search_too_broad_to_sort(datasette, database, table, request, in_index
         rows = request.scope[counts.PAGE_ROWS]
         return rows is None or rows > SORT_ANY_COLUMN_UP_TO
     searched = await search_filters(request, database, table, datasette)()
-    filters = [  # the arguments Datasette takes as filters
-        (key, value)
-        for key in request.args
-        if not (key.startswith("_") and "__" not in key)
-        for value in request.args.getlist(key)
-    ]
-    where, params = Filters(sorted(filters)).build_where_clauses(table)
+    where, params = Filters(sorted(counts.filter_pairs(request))).build_where_clauses(table)
+    in_index = await search.filters_in_index(request, database, table, datasette)
     if in_index is not None:
         where, params = where + in_index.where_clauses, {**params, **in_index.params}
     # Written as Datasette writes a searched page's statement, so that its matches lead here too (search.py).
@@ -107,10 +101,10 @@ async def search_too_broad_to_sort(datasette, database, table, request, in_index
     return result.single_value() > SORT_ANY_COLUMN_UP_TO
 
 
-async def refuse_sorting_a_broad_search(datasette, database, table, request, in_index=None):
-    """Raise BadArgument for a sort of a search too broad to sort in time (in_index: search_too_broad_to_sort)."""
+async def refuse_sorting_a_broad_search(datasette, database, table, request):
+    """Raise BadArgument for a sort of a search too broad to sort in time."""
     key = next((key for key in ("_sort", "_sort_desc") if key in request.args), None)
-    if key and await search_too_broad_to_sort(datasette, database, table, request, in_index):
+    if key and await search_too_broad_to_sort(datasette, database, table, request):
         raise BadArgument(
             f"{key}: this search matches more than {SORT_ANY_COLUMN_UP_TO:,} rows of {table}, too many to sort in"
             " time; narrow it (a filter or a facet, such as a tag or an os) to sort it"
