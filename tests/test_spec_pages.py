@@ -206,7 +206,7 @@ def test_every_link_of_the_new_pages_answers(server):
         "/cache/-/packages",
         "/cache/package?package=libdwarf&differences=1",
     ):
-        found = assert_every_page_answers(server, depth=2, start=start)
+        found = assert_every_page_answers([server], depth=2, start=start)
         assert len(found) > 10, start
 
 
