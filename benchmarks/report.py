@@ -508,12 +508,20 @@ LATENCY_HEADER = ["status", "median ms", "p95 ms", "requests"]
 
 
 def render_served(serving):
-    fallen_back = serving["facet_values_fallen_back"]
+    fallen_back, searched_fallen_back = (
+        serving["facet_values_fallen_back"],
+        serving["searched_facet_values_fallen_back"],
+    )
     fallback = (
         f" The page gave no values for {', '.join(fallen_back)}: those clicks use the realistic parameters."
         if fallen_back
         else ""
     )
+    if searched_fallen_back:
+        fallback += (
+            f" The broad search's page gave no values for {', '.join(searched_fallen_back)}: those clicks after it"
+            " use the binaries page's."
+        )
     clicks = []
     for t in serving["facet_clicks"]:
         met = answered_in_time(t, MAX_TABLE_PAGE_P95_MS, with_count=True)
@@ -533,7 +541,8 @@ def render_served(serving):
         "### Served pages",
         "",
         "The binaries page; the first value (most binaries, root left out) of each facet the page shows, the "
-        "package with the most binaries in the newest tag, and a search;" + fallback,
+        "package with the most binaries in the newest tag, a search, a broad search, and the first value of each "
+        "facet the broad search's page shows." + fallback,
         "",
         *table(
             page_header,
@@ -557,15 +566,19 @@ def render_served(serving):
     ]
 
 
+def searched(address):
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(address).query)["_search"][0]
+
+
 def render_full_text(serving):
     """What each search matched in the full-text index, measured with SQL: at least what counting it costs."""
-    searches = [click for click in serving["facet_clicks"] if "full_text" in click]
+    searches = {}  # each search once: the clicks after it find what it finds
+    for click in serving["facet_clicks"]:
+        if "full_text" in click:
+            searches.setdefault(searched(click["url"]), click["full_text"])
     if not searches:
         return []
-    found = "; ".join(
-        f"`{shown_url(click['url']).removeprefix('/cache/binaries')}`: {full_text_words(click['full_text'])}"
-        for click in searches
-    )
+    found = "; ".join(f"`?_search={search}`: {full_text_words(matched)}" for search, matched in searches.items())
     return [
         f"What each search matches in the full-text index, listed with SQL (no time limit, median of 3): {found}. "
         f"A row count may take up to {serving['count_time_limit_ms']} ms (what the page has left of Datasette's"

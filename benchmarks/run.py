@@ -16,8 +16,9 @@ In one run, side by side (benchmarks/README.md explains each measure):
   benchmarks/lower_bound_indexes.py, alternating; its peak RSS; the bytes per dependency edge; an unchanged
   rebuild; and the peak RSS of building one busy tag whose root index is about 170 MB;
 - each database served as the README says (serve.SERVE_COMMAND) in a subprocess, timed over HTTP: the
-  binaries page, a click on the top value of each facet and two searches (each with whether Datasette gave
-  the exact row count; for a search, also the rows of the full-text index it matches, listed with SQL), every
+  binaries page, a click on the top value of each facet, two searches and each facet clicked after the broader
+  (each with whether Datasette gave the exact row count; for a search, also the rows of the full-text index
+  it matches, listed with SQL), every
   canned query; and on the history built from indexes the dependency questions: dependents of the most
   depended-on packages and external, and of the slowest to answer among the next 37 most depended-on (with
   and without a tag), the largest dependency tree, find_binaries for a ^dependency (of the most depended-on
@@ -422,29 +423,55 @@ def measure_big_tag(code, big_tag, folder, runs):
 # --- serving -----------------------------------------------------------------------------------------------------
 
 
-def top_facet_values(client, parameters):
-    """The value with the most binaries of each facet the binaries page shows (not root, which every
-    binary has): what a click on the first value of each facet filters by. Falls back to the realistic
-    parameters for a facet that the answer lacks (say, when the page timed out)."""
-    status, body, _ = client.get("/cache/binaries.json?_size=1")
+FACETS = ("tag", "os", "target", "compiler", "stacks")
+
+
+def realistic_facet_values(parameters):
+    """{argument: value} of each facet in the realistic parameters: what a click falls back to."""
+    return {argument(column): parameters["stack" if column == "stacks" else column] for column in FACETS}
+
+
+def argument(column):
+    return "stacks__arraycontains" if column == "stacks" else column
+
+
+def top_facet_values(client, path, fallback):
+    """The value with the most binaries of each facet the page at path shows (not root, which every binary
+    has): what a click on the first value of each facet filters by. Falls back to fallback's value for a facet
+    that the answer lacks (say, when it timed out)."""
+    status, body, _ = client.get(url(as_json(path.partition("?")[0]), {**arguments_of(path), "_size": 1}))
     facets = json.loads(body)["facet_results"] if status == 200 else {}
     top, fallen_back = {}, []
-    for column in ("tag", "os", "target", "compiler", "stacks"):
+    for column in FACETS:
         results = [r["value"] for r in facets.get(column, {}).get("results", []) if r["value"] != "root"]
-        key = "stacks__arraycontains" if column == "stacks" else column
-        top[key] = results[0] if results else parameters["stack" if column == "stacks" else column]
+        top[argument(column)] = results[0] if results else fallback[argument(column)]
         if not results:
             fallen_back.append(column)
     return top, fallen_back
 
 
-def facet_clicks(top, parameters):
+def arguments_of(path):
+    return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
+
+
+def broad_search(top):
+    """A search as broad as the os with the most binaries, which matches a large share of the listings."""
+    return url("/cache/binaries", {"_search": top["os"]})
+
+
+def facet_clicks(top, searched_top, parameters):
     """[(name, url)] of the pages the facet clicks and two searches lead to: a narrow one (a package and an
-    os), and one as broad as the os with the most binaries, which matches a large share of the listings."""
+    os), and a broad one; then a click on the first value of each facet of the broad search's page
+    (searched_top)."""
     clicks = [(column.split("__")[0], url("/cache/binaries", {column: value})) for column, value in top.items()]
     clicks.append(("package", url("/cache/binaries", {"package": parameters["package"]})))
     clicks.append(("search", url("/cache/binaries", {"_search": parameters["q"]})))
-    clicks.append(("broad search", url("/cache/binaries", {"_search": top["os"]})))
+    broad = broad_search(top)
+    clicks.append(("broad search", broad))
+    clicks.extend(
+        (f"broad search, {column.split('__')[0]}", url("/cache/binaries", {**arguments_of(broad), column: value}))
+        for column, value in searched_top.items()
+    )
     return clicks
 
 
@@ -542,17 +569,20 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
         queries = {query["name"]: query["params"] for query in json.loads(client.get("/cache.json")[1])["queries"]}
         binaries_page = time_url(client, "/cache/binaries", requests)
         log(f"/cache/binaries: p95 {binaries_page['p95_ms']:.0f} ms, row count {binaries_page['row_count']}")
-        top, fallen_back = top_facet_values(client, parameters)
+        top, fallen_back = top_facet_values(client, "/cache/binaries", realistic_facet_values(parameters))
+        searched_top, searched_fallen_back = top_facet_values(client, broad_search(top), top)
         fts_table = json.loads(client.get("/-/metadata.json")[1])["databases"]["cache"]["tables"]["binaries"][
             "fts_table"
         ]
-        clicks = []
-        for name, path in facet_clicks(top, parameters):
+        clicks, matched = [], {}  # matched: what each search finds in the full-text index, measured once
+        for name, path in facet_clicks(top, searched_top, parameters):
             clicks.append({"name": name, **time_url(client, path, requests)})
             log(f"{path}: p95 {clicks[-1]['p95_ms']:.0f} ms, row count {clicks[-1]['row_count']}")
-            search = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("_search")
+            search = arguments_of(path).get("_search")
             if search:
-                clicks[-1]["full_text"] = full_text_matches(db, fts_table, search[0])
+                if search not in matched:
+                    matched[search] = full_text_matches(db, fts_table, search)
+                clicks[-1]["full_text"] = matched[search]
         canned = measure_canned_queries(client, queries, parameters, requests)
         asked = []
         for question, subject, path, kind in questions:
@@ -565,6 +595,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
         "requests": requests,
         "parameters": parameters,
         "facet_values_fallen_back": fallen_back,
+        "searched_facet_values_fallen_back": searched_fallen_back,
         "datasette": versions["datasette"]["version"],
         "sqlite": versions["sqlite"]["version"],
         # The most a live row count may take: what the page has left of its SQL time limit, less a facet's
