@@ -15,7 +15,6 @@ import functools
 import gc
 
 from datasette import hookimpl
-from datasette.filters import FilterArguments
 
 from spack_cache_db.web import counts, errors, metadata, pages, search, sorting
 from spack_cache_db.web.errors import handle_exception
@@ -55,13 +54,7 @@ def filters_from_request(request, database, table, datasette):
     async def check_sort_then_narrow():
         await sorting.refuse_sorting_a_broad_search(datasette, database, table, request)
         in_index = await search.filters_in_index(request, database, table, datasette)
-        narrowing = [arguments for arguments in (await count_and_narrow(), in_index) if arguments is not None]
-        if not narrowing:
-            return None
-        return FilterArguments(
-            [clause for arguments in narrowing for clause in arguments.where_clauses],
-            {name: value for arguments in narrowing for name, value in arguments.params.items()},
-        )
+        return counts.combined(await count_and_narrow(), in_index)
 
     return check_sort_then_narrow
 

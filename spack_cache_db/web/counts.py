@@ -92,6 +92,17 @@ def filter_pairs(request, columns=None):
     ]
 
 
+def combined(*arguments):
+    """FilterArguments with the clauses and parameters of each of these that is not None; None if none is."""
+    given = [each for each in arguments if each is not None]
+    if not given:
+        return None
+    return FilterArguments(
+        [clause for each in given for clause in each.where_clauses],
+        {name: value for each in given for name, value in each.params.items()},
+    )
+
+
 def _shows_only(key):
     """Whether a special argument changes how a page looks, not which rows it has."""
     return key in NOT_FILTERS or key.startswith("_facet")
@@ -391,10 +402,9 @@ def rows_where(request, database, table, datasette, names):
     narrowed = (
         _checked_per_match(request, narrow_by) if search and "through" in narrow_by else _narrowing(request, narrow_by)
     )
-    where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
     by_rows = _filtered_rows(request, narrow_by, row_parts)
-    if by_rows is not None:
-        where, params = [*where, *by_rows.where_clauses], {**params, **by_rows.params}
+    narrowed = combined(narrowed, by_rows)
+    where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
     if not where and search is None:
         return None
     per_key = narrow_by.get("per_key")

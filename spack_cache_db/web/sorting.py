@@ -19,7 +19,7 @@ column. Such a page counts its matches first, up to SORT_ANY_COLUMN_UP_TO: beyon
 import sqlite3
 
 from datasette.database import QueryInterrupted
-from datasette.filters import Filters, search_filters
+from datasette.filters import FilterArguments, Filters, search_filters
 from datasette.utils import escape_sqlite
 
 from spack_cache_db.web import counts, metadata, search
@@ -80,19 +80,19 @@ async def search_too_broad_to_sort(datasette, database, table, request):
     if counts.PAGE_ROWS in request.scope:
         rows = request.scope[counts.PAGE_ROWS]
         return rows is None or rows > SORT_ANY_COLUMN_UP_TO
-    searched = await search_filters(request, database, table, datasette)()
-    where, params = Filters(sorted(counts.filter_pairs(request))).build_where_clauses(table)
-    in_index = await search.filters_in_index(request, database, table, datasette)
-    if in_index is not None:
-        where, params = where + in_index.where_clauses, {**params, **in_index.params}
+    page = counts.combined(
+        await search_filters(request, database, table, datasette)(),
+        FilterArguments(*Filters(sorted(counts.filter_pairs(request))).build_where_clauses(table)),
+        await search.filters_in_index(request, database, table, datasette),
+    )
     # Written as Datasette writes a searched page's statement, so that its matches lead here too (search.py).
     sql = (
-        f"select count(*) from (select 1 from {escape_sqlite(table)} where {' and '.join(searched.where_clauses + where)}"
+        f"select count(*) from (select 1 from {escape_sqlite(table)} where {' and '.join(page.where_clauses)}"
         f" limit {SORT_ANY_COLUMN_UP_TO + 1})"
     )
     try:
         result = await datasette.get_database(database).execute(
-            sql, {**params, **searched.params}, custom_time_limit=COUNT_MATCHES_FOR_MS
+            sql, page.params, custom_time_limit=COUNT_MATCHES_FOR_MS
         )
     except QueryInterrupted:
         return True
