@@ -566,16 +566,12 @@ def render_served(serving):
     ]
 
 
-def searched(address):
-    return urllib.parse.parse_qs(urllib.parse.urlsplit(address).query)["_search"][0]
-
-
 def render_full_text(serving):
     """What each search matched in the full-text index, measured with SQL: at least what counting it costs."""
-    searches = {}  # each search once: the clicks after it find what it finds
-    for click in serving["facet_clicks"]:
-        if "full_text" in click:
-            searches.setdefault(searched(click["url"]), click["full_text"])
+    # Each search once: the clicks after it find what it finds.
+    searches = {
+        click["full_text"]["search"]: click["full_text"] for click in serving["facet_clicks"] if "full_text" in click
+    }
     if not searches:
         return []
     found = "; ".join(f"`?_search={search}`: {full_text_words(matched)}" for search, matched in searches.items())

@@ -427,26 +427,27 @@ FACETS = ("tag", "os", "target", "compiler", "stacks")
 
 
 def realistic_facet_values(parameters):
-    """{argument: value} of each facet in the realistic parameters: what a click falls back to."""
-    return {argument(column): parameters["stack" if column == "stacks" else column] for column in FACETS}
+    """{facet: value} of each facet in the realistic parameters: what a click falls back to."""
+    return {facet: parameters["stack" if facet == "stacks" else facet] for facet in FACETS}
 
 
-def argument(column):
-    return "stacks__arraycontains" if column == "stacks" else column
+def argument(facet):
+    """The argument a click on a facet's value filters by."""
+    return "stacks__arraycontains" if facet == "stacks" else facet
 
 
-def top_facet_values(client, path, fallback):
-    """The value with the most binaries of each facet the page at path shows (not root, which every binary
-    has): what a click on the first value of each facet filters by. Falls back to fallback's value for a facet
-    that the answer lacks (say, when it timed out)."""
-    status, body, _ = client.get(url(as_json(path.partition("?")[0]), {**arguments_of(path), "_size": 1}))
+def top_facet_values(client, arguments, fallback):
+    """{facet: the value with the most binaries} of each facet the binaries page with these arguments shows
+    (not root, which every binary has): what a click on the first value of each facet filters by. Falls back to
+    fallback's value for a facet that the answer lacks (say, when it timed out)."""
+    status, body, _ = client.get(url("/cache/binaries.json", {**arguments, "_size": 1}))
     facets = json.loads(body)["facet_results"] if status == 200 else {}
     top, fallen_back = {}, []
-    for column in FACETS:
-        results = [r["value"] for r in facets.get(column, {}).get("results", []) if r["value"] != "root"]
-        top[argument(column)] = results[0] if results else fallback[argument(column)]
+    for facet in FACETS:
+        results = [r["value"] for r in facets.get(facet, {}).get("results", []) if r["value"] != "root"]
+        top[facet] = results[0] if results else fallback[facet]
         if not results:
-            fallen_back.append(column)
+            fallen_back.append(facet)
     return top, fallen_back
 
 
@@ -455,22 +456,22 @@ def arguments_of(path):
 
 
 def broad_search(top):
-    """A search as broad as the os with the most binaries, which matches a large share of the listings."""
-    return url("/cache/binaries", {"_search": top["os"]})
+    """The arguments of a search as broad as the os with the most binaries, which matches a large share of the
+    listings."""
+    return {"_search": top["os"]}
 
 
 def facet_clicks(top, searched_top, parameters):
     """[(name, url)] of the pages the facet clicks and two searches lead to: a narrow one (a package and an
     os), and a broad one; then a click on the first value of each facet of the broad search's page
     (searched_top)."""
-    clicks = [(column.split("__")[0], url("/cache/binaries", {column: value})) for column, value in top.items()]
+    clicks = [(facet, url("/cache/binaries", {argument(facet): value})) for facet, value in top.items()]
     clicks.append(("package", url("/cache/binaries", {"package": parameters["package"]})))
     clicks.append(("search", url("/cache/binaries", {"_search": parameters["q"]})))
-    broad = broad_search(top)
-    clicks.append(("broad search", broad))
+    clicks.append(("broad search", url("/cache/binaries", broad_search(top))))
     clicks.extend(
-        (f"broad search, {column.split('__')[0]}", url("/cache/binaries", {**arguments_of(broad), column: value}))
-        for column, value in searched_top.items()
+        (f"broad search, {facet}", url("/cache/binaries", {**broad_search(top), argument(facet): value}))
+        for facet, value in searched_top.items()
     )
     return clicks
 
@@ -569,7 +570,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
         queries = {query["name"]: query["params"] for query in json.loads(client.get("/cache.json")[1])["queries"]}
         binaries_page = time_url(client, "/cache/binaries", requests)
         log(f"/cache/binaries: p95 {binaries_page['p95_ms']:.0f} ms, row count {binaries_page['row_count']}")
-        top, fallen_back = top_facet_values(client, "/cache/binaries", realistic_facet_values(parameters))
+        top, fallen_back = top_facet_values(client, {}, realistic_facet_values(parameters))
         searched_top, searched_fallen_back = top_facet_values(client, broad_search(top), top)
         fts_table = json.loads(client.get("/-/metadata.json")[1])["databases"]["cache"]["tables"]["binaries"][
             "fts_table"
