@@ -772,13 +772,49 @@ def test_a_trees_edges_are_followed_by_their_flags(index_db, tmp_path):
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "package, said",
+    "args, page_size, said, listed",
     [
-        ("aa-app", "1,000 binaries of aa-app in develop (the first 1,000)."),
-        ("ab-tool", "5 binaries of ab-tool in develop."),
+        (
+            {"package": "aa-app"},
+            100,
+            "The first 100 of 1,000 or more binaries of aa-app in develop (the first 1,000 in Find binaries;"
+            " the filters narrow them).",
+            100,
+        ),
+        (
+            {"package": "aa-app", "version": "2.0"},
+            100,
+            "100 binaries of aa-app in develop that match the filters.",
+            100,
+        ),
+        (
+            {"package": "aa-app", "version": "2.0"},
+            30,
+            "The first 30 of 100 binaries of aa-app in develop that match the filters (all 100 in Find binaries).",
+            30,
+        ),
+        ({"package": "ab-tool"}, 100, "5 binaries of ab-tool in develop.", 5),
     ],
 )
-async def test_the_package_page_says_when_it_lists_the_first_of_more_binaries(shaped, package, said):
-    response = await datasette_for(shaped).client.get("/cache/package?" + urllib.parse.urlencode({"package": package}))
+async def test_the_package_page_lists_a_page_of_binaries_and_links_to_them_all(shaped, args, page_size, said, listed):
+    """A page of Datasette's size, the first of find_binaries' answer, and a link to that answer: the same
+    binaries in the same order, then the rest of them."""
+    ds = Datasette(
+        immutables=[str(shaped)], metadata=describe.build_metadata(), settings={"default_page_size": page_size}
+    )
+    response = await ds.client.get("/cache/package?" + urllib.parse.urlencode(args))
     found = re.search(r'<p class="spack-found">(.*?)\n', response.text).group(1)
-    assert found == said
+    assert re.sub(r"<[^>]+>", "", found) == said
+    hashes = re.findall(r'<input type="checkbox" name="hash" value="([a-z0-9]+)"', response.text)
+    assert len(hashes) == listed
+    link = re.search(r'<a href="([^"]+)">(?:all|the first)', found)
+    if not said.startswith("The first"):
+        assert link is None
+        return
+    path, query = html.unescape(link.group(1)).split("?")
+    assert path == "/cache/find_binaries"
+    assert urllib.parse.parse_qs(query) == {"tag": ["develop"], **{name: [value] for name, value in args.items()}}
+    answer = await ds.client.get(f"{path}.json?{query}&_shape=objects")
+    every = [row["hash"] for row in answer.json()["rows"]]
+    assert every[:listed] == hashes
+    assert len(every) == int(said.split(" of ")[1].split()[0].replace(",", ""))

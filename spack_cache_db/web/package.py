@@ -99,8 +99,10 @@ class PackagePage:
     tag: str  # the tag whose binaries are listed
     filters: dict  # {name: value} of the binaries' filters
     choices: dict  # {name: [(value, group)]}
-    binaries: list  # find_binaries' rows, as dicts
-    more_binaries: bool  # whether the tag may have more that match: as many as find_binaries shows at most
+    binaries: list  # the first of find_binaries' rows (a page of Datasette's size), as dicts
+    found: int  # how many find_binaries found (binaries are the first of them)
+    found_all: bool  # whether those are all that match; if not, find_binaries stopped at its most rows
+    all_url: str  # find_binaries with the same package, tag and filters: all that match, on pages of their own
     charts: dict  # {slug: chart} of the history dashboard, as its plugin draws them
     dependencies: list  # [(package, versions, deptypes, binaries that need it, external)] in the tag
     dependents: list  # [(package, binaries)]: packages of the tag that link against this one
@@ -137,7 +139,9 @@ async def package_page(datasette, database, request):
         rows(datasette, database, _HOSTS),
     )
     dashboard = (datasette.plugin_config("datasette-dashboards") or {}).get(HISTORY, {})
-    binaries = [dict(zip(found.columns, row, strict=True)) for row in found.rows]
+    binaries = [
+        dict(zip(found.columns, row, strict=True)) for row in found.rows[: datasette.setting("default_page_size")]
+    ]
     only_differences = request.args.get("differences") == "1"
     return PackagePage(
         package=package,
@@ -146,7 +150,11 @@ async def package_page(datasette, database, request):
         filters=filters,
         choices=_choices(versions, parts, hosts),
         binaries=binaries,
-        more_binaries=canned.reaches_its_limit(len(binaries), most),
+        found=len(found.rows),
+        found_all=not canned.reaches_its_limit(len(found.rows), most),
+        all_url=datasette.urls.query(database, "find_binaries")
+        + "?"
+        + urlencode({name: value for name, value in {**asked, **filters}.items() if value}),
         charts=dashboard.get("charts", {}),
         dependencies=dependencies,
         dependents=dependents,
@@ -179,7 +187,7 @@ def _choices(versions, parts, hosts):
 
 
 def binary_rows(page, columns, cell):
-    """The rows of the binaries table as HTML (up to 1,000: put together here rather than cell by cell in the
+    """The rows of the binaries table as HTML (a page of them: put together here rather than cell by cell in the
     template, which costs more than the cells): a box to tick to compare, then each column's cell, by
     cell(column, value); with differences shown, the parts that vary and each binary's own variants."""
     rows = []
