@@ -21,6 +21,7 @@ from pagemaker import spec, write_page, write_spread_corpus
 
 from spack_cache_db.build import build
 from spack_cache_db.db import maintenance, schema
+from spack_cache_db.query import canned
 from spack_cache_db.web import counts, describe, search
 
 METADATA = describe.build_metadata()
@@ -350,6 +351,47 @@ def test_the_count_tables_are_read_through_their_primary_keys(spread):
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
         reads = [step for step in plan if " binaries_" in step]
         assert reads and all(step.startswith("SEARCH") and "USING PRIMARY KEY" in step for step in reads), plan
+
+
+@pytest.mark.asyncio
+async def test_tag_matrix_of_each_stack_of_each_tag_counts_what_binaries_holds(shaped):
+    """tag_matrix with a stack (as a user asks it): the binaries of the tag in the stack and their packages, per
+    os, target and compiler, as SQL counts them from the binaries view, pages partly in the stack included."""
+    conn = sqlite3.connect(shaped)
+    expected = {}
+    for tag, stack, *cell in conn.execute(
+        "SELECT tag, stack.value, os, target, compiler, count(*), count(DISTINCT package)"
+        " FROM binaries, json_each(binaries.stacks) AS stack GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
+    ):
+        expected.setdefault((tag, stack), []).append(tuple(cell))
+    assert len(expected) > 10
+    ds = served(shaped)
+    for (tag, stack), cells in expected.items():
+        query = urllib.parse.urlencode({"tag": tag, "stack": stack, "_shape": "objects"})
+        rows = (await ds.client.get(f"/cache/tag_matrix.json?{query}")).json()["rows"]
+        assert [(r["os"], r["target"], r["compiler"], r["specs"], r["packages"]) for r in rows] == cells, (tag, stack)
+
+
+@pytest.mark.parametrize("stack", ["", "e4s"])
+def test_tag_matrix_reads_the_cells_the_build_counted_by_their_key(spread, stack):
+    """Whether it is asked for a whole tag or a stack of it, tag_matrix reads the cells it shows, by their key
+    (tag_cells, tag_stack_cells), whatever the number of the tag's binaries; it scans no table but the tags'
+    names (the newest when none is given: default_tag)."""
+    sql = canned.named("tag_matrix").sql
+    plan = [
+        row[3] for row in sqlite3.connect(spread).execute(f"EXPLAIN QUERY PLAN {sql}", {"tag": TAGS[0], "stack": stack})
+    ]
+    reads = [step for step in plan if step.startswith(("SCAN", "SEARCH")) and "CONSTANT ROW" not in step]
+    assert [step for step in reads if step.split()[1] == "cells"] == [
+        "SEARCH cells USING PRIMARY KEY (tag=?)",  # tag_cells
+        "SEARCH cells USING PRIMARY KEY (tag=? AND stack=?)",  # tag_stack_cells
+    ], plan
+    assert {step.split()[1] for step in reads if step.startswith("SCAN")} <= {
+        "args",
+        "default_tag",
+        "row_limit",
+        "tags",
+    }, plan
 
 
 def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):

@@ -261,6 +261,16 @@ CREATE TABLE tag_cells (
     packages INTEGER NOT NULL,
     PRIMARY KEY (tag, os, target, compiler)
 ) WITHOUT ROWID;
+CREATE TABLE tag_stack_cells (
+    tag TEXT NOT NULL,
+    stack TEXT NOT NULL,
+    os TEXT NOT NULL,
+    target TEXT NOT NULL,
+    compiler TEXT NOT NULL,
+    binaries INTEGER NOT NULL,
+    packages INTEGER NOT NULL,
+    PRIMARY KEY (tag, stack, os, target, compiler)
+) WITHOUT ROWID;
 CREATE TABLE tag_version_counts (
     version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
     tag_id INTEGER NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
@@ -612,7 +622,7 @@ JOIN dependency_kinds ON dependency_kinds.id = dependency_edge_counts.kind_id;
 # counts and facets of pages filtered by a few facet values from counts taken at build time: per value and
 # per pair of values of the facet columns (binaries_facet_counts, binaries_facet_pairs; per tag:
 # binaries_tag_facet_pairs), and binary_stacks from its cube (tag x stack: binary_stacks_cube); tag_cells
-# answers tag_matrix for a whole tag.
+# answers tag_matrix for a whole tag, and tag_stack_cells for a stack of it.
 
 
 class CountedFacet(NamedTuple):
@@ -670,6 +680,21 @@ def _per_tag(facets, into):
     GROUP BY grouped.tag_id, {keys}"""
 
 
+def _cells(into, per_stack=False):
+    """INSERT INTO into (tag, [stack,] os, target, compiler, binaries, packages): the recounted tags' binaries
+    and packages per os, target and compiler, and per_stack, per stack they are in."""
+    grouped = ", ".join(["tag_id", *(["stack_id"] if per_stack else []), "os_id", "target_id", "compiler_id"])
+    rows = "listing_counts CROSS JOIN stack_set_members USING (stack_set_id)" if per_stack else "listing_counts"
+    stack_name, stack_join = ("stacks.name, ", "JOIN stacks ON stacks.id = stack_id ") if per_stack else ("", "")
+    return f"""INSERT INTO {into}
+    SELECT tags.name, {stack_name}oss.name, targets.name, compilers.label, binaries, packages
+    FROM (
+        SELECT {grouped}, sum(n) AS binaries, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}
+    ) AS cells
+    JOIN tags ON tags.id = tag_id {stack_join}JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
+    JOIN compilers ON compilers.id = compiler_id"""
+
+
 _COUNTED_PER_TAG = [facet for facet in BINARY_FACETS if facet != PER_TAG]
 # Pairs of facets counted per tag, each once (the other order is copied): two different facets, or an array
 # with itself (the stacks a binary is in, two at a time, each with itself too).
@@ -698,7 +723,7 @@ RECOUNT_TAGS = [
     WHERE tag IN {_RECOUNTED}""",
     *(
         f"DELETE FROM {table} WHERE tag IN {_RECOUNTED}"
-        for table in ("binary_stacks_cube", "tag_cells", "binaries_tag_facet_pairs")
+        for table in ("binary_stacks_cube", "tag_cells", "tag_stack_cells", "binaries_tag_facet_pairs")
     ),
     "DELETE FROM tag_version_counts WHERE tag_id IN (SELECT id FROM recount)",
     f"DELETE FROM binaries_facet_counts WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED}",
@@ -719,14 +744,8 @@ RECOUNT_TAGS = [
     """CREATE TEMP TABLE binary_counts AS
     SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
     FROM listing_counts GROUP BY 1, 2, 3, 4, 5""",
-    """INSERT INTO tag_cells
-    SELECT tags.name, oss.name, targets.name, compilers.label, binaries, packages
-    FROM (
-        SELECT tag_id, os_id, target_id, compiler_id, sum(n) AS binaries, count(DISTINCT package_id) AS packages
-        FROM listing_counts GROUP BY 1, 2, 3, 4
-    ) AS cells
-    JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
-    JOIN compilers ON compilers.id = compiler_id""",
+    _cells("tag_cells"),
+    _cells("tag_stack_cells", per_stack=True),
     "INSERT INTO tag_version_counts SELECT version_id, tag_id, sum(n) FROM listing_counts GROUP BY 1, 2",
     f"""CREATE TEMP TABLE scalar_counts AS
     SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",
