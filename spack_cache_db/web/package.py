@@ -152,9 +152,7 @@ async def package_page(datasette, database, request):
         binaries=binaries,
         found=len(found.rows),
         found_all=not canned.reaches_its_limit(len(found.rows), most),
-        all_url=datasette.urls.query(database, "find_binaries")
-        + "?"
-        + urlencode({name: value for name, value in {**asked, **filters}.items() if value}),
+        all_url=views.question_url(datasette, database, "find_binaries", {**asked, **filters}),
         charts=dashboard.get("charts", {}),
         dependencies=dependencies,
         dependents=dependents,

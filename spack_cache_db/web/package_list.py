@@ -3,8 +3,6 @@ with its binaries in a tag (tag=, by default the default tag of the questions) a
 (sort=in_tag, binaries or tags), filtered by any part of a name (name=); apart, the packages that are only
 dependencies of binaries."""
 
-from urllib.parse import urlencode
-
 from datasette.utils import path_with_replaced_args
 
 from spack_cache_db.query import packages
@@ -34,8 +32,8 @@ async def view(datasette, request):
         "sort_url": lambda by: path_with_replaced_args(request, {"sort": None if by == "name" else by}),
         "json_url": path_with_replaced_args(request, {}, path=request.path + ".json"),
         "package_url": lambda package: cells.package_url(database_path, package),
-        "dependents_url": lambda package: (
-            datasette.urls.query(database, "dependents") + "?" + urlencode({"package": package, "tag": tag or ""})
+        "dependents_url": lambda package: views.question_url(
+            datasette, database, "dependents", {"package": package, "tag": tag}
         ),
     }
     return await views.render(datasette, request, TEMPLATE, database, views.status_of(error), context)

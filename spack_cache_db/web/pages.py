@@ -175,9 +175,7 @@ async def _question_vars(datasette, database, request):
     }
     if name == "package":
         page = await package.package_page(datasette, database, request)
-        page_url = (
-            datasette.urls.query(database, "package") + "?" + urlencode({"package": page.package}) if page else ""
-        )
+        page_url = views.question_url(datasette, database, "package", {"package": page.package}) if page else ""
 
         database_path = given["spack_database_path"]
 

@@ -17,9 +17,19 @@ PAGES = (DEPENDENCIES, DIFF, PACKAGES)
 
 def page_url(datasette, database, page, args=(), as_json=False):
     """The address of one of these pages, with these arguments ([(name, value)] or a dict)."""
+    return _with_args(f"{datasette.urls.database(database)}/-/{page}{'.json' if as_json else ''}", args)
+
+
+def question_url(datasette, database, name, args=()):
+    """The address of the canned query called name, asked with these arguments ([(name, value)] or a dict)."""
+    return _with_args(datasette.urls.query(database, name), args)
+
+
+def _with_args(address, args):
+    """The address with the arguments that have a value (an empty one asks for nothing)."""
     items = list(args.items()) if isinstance(args, dict) else list(args)
     query = urlencode([(name, value) for name, value in items if value not in (None, "")])
-    return f"{datasette.urls.database(database)}/-/{page}{'.json' if as_json else ''}" + (f"?{query}" if query else "")
+    return address + (f"?{query}" if query else "")
 
 
 def our_database(datasette, request):
