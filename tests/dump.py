@@ -1,7 +1,10 @@
 """Every row of a database as a user can see it, comparable between two builds: integer keys (which two builds
-give out differently) are replaced by the rows they point at, through the foreign keys the schema declares."""
+give out differently) are replaced by the rows they point at, through the foreign keys the schema declares
+and the references a kept count copies (copied_references)."""
 
 import sqlite3
+
+from spack_cache_db.db import schema
 
 # What depends on how a file was written rather than on what it holds: ANALYZE's statistics, the segments of
 # a full-text index built in one go or in steps, and when it was built.
@@ -32,7 +35,11 @@ class _Dump:
         self.keys = {name: self._foreign_keys(name) for name in self.names}
 
     def _foreign_keys(self, table):
-        return {row[3]: (row[2], row[4]) for row in self.conn.execute(f"PRAGMA foreign_key_list({table})")}
+        declared = {row[3]: (row[2], row[4]) for row in self.conn.execute(f"PRAGMA foreign_key_list({table})")}
+        copied = {
+            column: (r.parent, r.parent_column) for (kept, column), r in COPIED_REFERENCES.items() if kept == table
+        }
+        return declared | copied
 
     def tables(self):
         return {name: sorted(self._rows(name), key=repr) for name in self.names}
@@ -64,3 +71,18 @@ class _Dump:
             found = self._canonical(table, dict(zip(columns, cursor.fetchone(), strict=True)))
             self.resolved[(table, column, value)] = found
         return found
+
+
+def copied_references():
+    """{(count table, column): the reference whose value a kept count copies into a key column} (a listing's
+    configuration's os_id in listing_binaries): an id that no foreign key of its own declares."""
+    by_column = {f"{r.child}.{r.column}": r for r in schema.REFERENCES}
+    return {
+        (kept.table, column): by_column[key]
+        for kept in schema.KEPT_COUNTS
+        for column, key in zip(schema.COLUMNS[kept.table], kept.key, strict=False)
+        if key in by_column
+    }
+
+
+COPIED_REFERENCES = copied_references()

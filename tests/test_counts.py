@@ -212,17 +212,36 @@ async def test_a_live_count_that_took_longer_than_a_facet_may_leaves_the_live_fa
 @pytest.mark.parametrize("search", ["pkg1", "rhel8 zen3", "e4s"])
 @pytest.mark.asyncio
 async def test_a_search_is_counted_from_its_listings_binaries_and_equals_sql(shaped, search):
-    """A search (alone or with a column a listing determines) adds up the binaries the build counted for each
+    """A search (alone or with columns a listing determines) adds up the binaries the build counted for each
     listing it matches, read by the listing's key: not the view's rows through a dozen joins, nor each binary
-    (a broad search matches millions)."""
+    (a broad search matches millions). A filter on a facet whose ids listing_binaries holds (os, target,
+    compiler, stacks; any lookup) is checked on that row, not on the listing and its configuration; the full-text
+    index leaves such filters to it but an element of the stacks, and checks the others (a package) itself."""
     conn = sqlite3.connect(shaped)
     conn.create_function("escape_fts", 1, escape_fts)  # as Datasette registers it
     matches = "listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH ?)"
-    for extra, condition, params in (("", "", []), ("&os=rhel8", " AND os = ?", ["rhel8"])):
-        response = await traced(served(shaped), f"/cache/binaries.json?_search={urllib.parse.quote(search)}{extra}")
+    [(compiler, stack, package)] = conn.execute(
+        "SELECT compiler, stacks ->> '$[0]', package FROM binaries GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+    )
+    for extra, condition, params, on_listing in (
+        ("", "", [], False),
+        ("&os=rhel8", " AND os = ?", ["rhel8"], False),
+        (
+            f"&compiler={compiler}&target__not=zen3",
+            " AND compiler = ? AND target <> ?",
+            [compiler, "zen3"],
+            False,
+        ),
+        (f"&stacks__arraycontains={stack}", " AND ? IN (SELECT value FROM json_each(stacks))", [stack], False),
+        (f"&os=rhel8&package={package}", " AND os = ? AND package = ?", ["rhel8", package], True),
+    ):
+        response = await traced(
+            served(shaped),
+            f"/cache/binaries.json?_search={urllib.parse.quote(search)}{urllib.parse.quote(extra, '&=')}",
+        )
         data = response.json()
         expected = conn.execute(f"SELECT count(*) FROM binaries WHERE {matches}{condition}", [search, *params])
-        assert data["filtered_table_rows_count"] == expected.fetchone()[0]
+        assert data["filtered_table_rows_count"] == expected.fetchone()[0], extra
         [count] = [trace for trace in data["_trace"]["traces"] if trace["sql"].startswith(LISTINGS_SUM)]
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count['sql']}", count["params"])]
         assert plan[:2] == [
@@ -230,6 +249,10 @@ async def test_a_search_is_counted_from_its_listings_binaries_and_equals_sql(sha
             "SEARCH listing_binaries USING INTEGER PRIMARY KEY (rowid=?)",
         ], plan
         assert not any("page_specs" in step or "SUBQUERY" in step for step in plan[:2]), plan
+        looked_up = {step.split()[1] for step in plan if step.startswith("SEARCH ")}
+        assert ({"listings", "configurations"} <= looked_up) == on_listing, (extra, plan)
+        narrowed = counts.FILTERS_IN_INDEX in count["sql"]
+        assert narrowed == ("stacks" in extra or "package" in extra), extra
 
 
 LISTINGS_SUM = "select coalesce(sum(listing_binaries.binaries), 0) from"
@@ -416,13 +439,16 @@ def test_adding_changing_and_removing_tags_counts_as_a_fresh_build(tmp_path):
 
 
 def listing_binaries(db):
-    """(the binaries per listing the build kept, those SQL counts): every listing has binaries."""
+    """(the rows of listing_binaries the build kept, those SQL gives: each listing's facet ids and binaries):
+    every listing has binaries."""
     conn = sqlite3.connect(db)
     try:
         return (
-            conn.execute("SELECT listing_id, binaries FROM listing_binaries ORDER BY 1").fetchall(),
+            conn.execute("SELECT * FROM listing_binaries ORDER BY 1").fetchall(),
             conn.execute(
-                "SELECT listings.id, count(*) FROM listings JOIN page_specs ON listing_id = listings.id GROUP BY 1"
+                "SELECT listings.id, os_id, target_id, compiler_id, stack_set_id, count(*) FROM listings"
+                " JOIN configurations ON configurations.id = configuration_id"
+                " JOIN page_specs ON listing_id = listings.id GROUP BY 1"
             ).fetchall(),
         )
     finally:

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 
 import pytest
+from dump import COPIED_REFERENCES
 from mirrors import write_v2
 from pagemaker import spack_hash, spec, write_page
 
@@ -143,6 +144,7 @@ def canonical(db):
 
 def _facts_of(conn, table, known):
     references = {r.column: r for r in schema.REFERENCES if r.child == table}
+    references |= {column: r for (copied_to, column), r in COPIED_REFERENCES.items() if copied_to == table}
     columns = schema.COLUMNS[table]
     found = {}
     for number, row in enumerate(conn.execute(f"SELECT * FROM {table}")):

@@ -283,8 +283,15 @@ CREATE TABLE dependency_edge_counts (
     edges INTEGER NOT NULL,
     PRIMARY KEY (version_id, kind_id)
 ) WITHOUT ROWID;
+-- Beside each listing's binaries, the ids of the values its binaries have of the view's facets (those of its
+-- configuration and its stack set): a search's count reads this row for each match, and checks a facet's filter
+-- on it. Copies of what the listing refers to, not references of their own: deleting the listing deletes them.
 CREATE TABLE listing_binaries (
     listing_id INTEGER PRIMARY KEY REFERENCES listings(id) ON DELETE CASCADE,
+    os_id INTEGER NOT NULL,
+    target_id INTEGER NOT NULL,
+    compiler_id INTEGER NOT NULL,
+    stack_set_id INTEGER NOT NULL,
     binaries INTEGER NOT NULL
 );
 CREATE TABLE build_info (
@@ -785,6 +792,7 @@ class KeptCount(NamedTuple):
     rows: str  # the table whose rows it counts
     key: tuple  # SQL of each key column's value for a row of rows, in the table's order; its columns as {row}.<column>
     count_every_row: str  # a full build's INSERT of every count
+    key_from: str = "WHERE true"  # FROM and WHERE of the tables key reads besides the row, as {row}.<column> too
 
     @property
     def count_column(self):
@@ -796,6 +804,14 @@ _DEPENDENCY_VERSION = (
     "SELECT configurations.version_id FROM specs JOIN configurations ON configurations.id = specs.configuration_id"
     " WHERE specs.id = {}"
 )
+# A listing's facet ids, as listing_binaries keeps them: its configuration's, and its stack set.
+_LISTING_FACET_IDS = (
+    "configurations.os_id",
+    "configurations.target_id",
+    "configurations.compiler_id",
+    "listings.stack_set_id",
+)
+_LISTING = "listings CROSS JOIN configurations ON configurations.id = listings.configuration_id"
 KEPT_COUNTS = (
     KeptCount(
         "dependency_edge_counts",
@@ -810,8 +826,12 @@ KEPT_COUNTS = (
     KeptCount(
         "listing_binaries",
         "page_specs",
-        ("{row}.listing_id",),
-        "INSERT INTO listing_binaries SELECT listing_id, count(*) FROM page_specs GROUP BY listing_id",
+        ("{row}.listing_id", *_LISTING_FACET_IDS),
+        f"""INSERT INTO listing_binaries
+    SELECT counted.listing_id, {", ".join(_LISTING_FACET_IDS)}, counted.binaries
+    FROM (SELECT listing_id, count(*) AS binaries FROM page_specs GROUP BY listing_id) AS counted
+    CROSS JOIN {_LISTING} WHERE listings.id = counted.listing_id""",
+        f"FROM {_LISTING} WHERE listings.id = {{row}}.listing_id",
     ),
 )
 
@@ -825,7 +845,7 @@ def count_as_written(kept, event):
     BEGIN
         INSERT INTO {kept.table} ({", ".join(keys)}, {count})
         SELECT {", ".join(value.format(row=row) for value in kept.key)}, {sign}1
-        WHERE true ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
+        {kept.key_from.format(row=row)} ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
     END"""
 
 

@@ -47,6 +47,9 @@ NOT_FILTERS = {
 }  # fmt: skip
 COLUMN_FACET, ARRAY_FACET = "precounted", "precounted_array"  # the plugin's facet types (facets.py)
 NARROWING = "narrowing_"  # the prefix of the parameters filters_from_request adds
+# The parameter of a searched page's filters that the full-text index can check: a query of its columns' phrases
+# (search.py adds it to the page's searches).
+FILTERS_IN_INDEX = "spack_filters_in_index"
 
 
 class Count(NamedTuple):
@@ -61,6 +64,7 @@ class Count(NamedTuple):
     rows: int | None = None
     sql: str | None = None
     params: dict | None = None
+    searches_unnarrowed: bool = False  # sql checks every filter: the search need not check them too (search.py)
 
 
 LIVE_COUNT_TOOK = "spack_cache_db.live_count_took"  # in a request's scope: its live count's seconds
@@ -329,15 +333,19 @@ async def _stored_count(datasette, database, tables, selected):
 
 
 def _count_through_rows(request, database, table, datasette, names):
-    """(SQL, its parameters but Datasette's) counting the page's rows on narrow_by's rows table, or summing its
-    rows per key where the build counted them, or (None, None) when rows_where cannot give them."""
+    """(SQL, its parameters but Datasette's, whether it checks every filter itself) counting the page's rows on
+    narrow_by's rows table, or summing its rows per key where the build counted them, or (None, None, False)
+    when rows_where cannot give them."""
     rows = rows_where(request, database, table, datasette, names)
     if rows is None:
-        return None, None
+        return None, None, False
     if rows.per_key is not None:
         counted, count = rows.per_key
-        return f"select coalesce(sum({counted}.{count}), 0) {_rows_of(rows, counted)}", rows.params
-    return f"select count(*) {_rows_of(rows, escape_sqlite(rows.narrow_by['rows']))}", rows.params
+        sql = f"select coalesce(sum({counted}.{count}), 0) {_rows_of(rows, counted)}"
+        # Every filter checked on the row read per match: the full-text index checking them too can only cost
+        # more (a broad search with ?os=ubuntu22.04 in the spread history: 0.66 s against 0.44 s).
+        return sql, rows.params, rows.only_on_per_key
+    return f"select count(*) {_rows_of(rows, escape_sqlite(rows.narrow_by['rows']))}", rows.params, False
 
 
 class RowsWhere(NamedTuple):
@@ -351,6 +359,8 @@ class RowsWhere(NamedTuple):
     per_key: tuple[str, str] | None
     search: str | None
     by_rows: bool = False  # filtered on a part the rows table reaches (a tag): read those rows, not the matches'
+    on_per_key: tuple = ()  # conditions on the row of per_key's table of each match (_checked_on_per_key)
+    only_on_per_key: bool = False  # on_per_key checks every filter of the page
 
 
 def _rows_of(rows, table):
@@ -368,7 +378,12 @@ def _rows_of(rows, table):
             f"(select search_match from (select rowid as search_match from {rows.search} where {matches} limit -1))"
         )
         return f"from {table} where {' and '.join([*rows.where, f'+{table}.{key} in {gathered}'])}"
-    return f"from {rows.search} join {table} on {table}.{key} = {rows.search}.rowid where {' and '.join([matches, *rows.where])}"
+    on_per_key = list(rows.on_per_key)
+    if on_per_key and rows.per_key[0] != table:  # per_key's row of each row of table, looked up by its key
+        counted = rows.per_key[0]
+        looked_up = f"{counted}.{key} = {table}.{key}"
+        on_per_key = [f"exists (select 1 from {counted} where {' and '.join([looked_up, *on_per_key])})"]
+    return f"from {rows.search} join {table} on {table}.{key} = {rows.search}.rowid where {' and '.join([matches, *rows.where, *on_per_key])}"
 
 
 def rows_where(request, database, table, datasette, names):
@@ -399,21 +414,44 @@ def rows_where(request, database, table, datasette, names):
         column, lookup = column_and_lookup(key)
         if not _special(key) and column not in columns and not (column in one_value_of and lookup == "exact"):
             return None
-    narrowed = (
-        _checked_per_match(request, narrow_by) if search and "through" in narrow_by else _narrowing(request, narrow_by)
-    )
     by_rows = _filtered_rows(request, narrow_by, row_parts)
-    narrowed = combined(narrowed, by_rows)
-    where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
-    if not where and search is None:
-        return None
     per_key = narrow_by.get("per_key")
     counted = (
         (escape_sqlite(per_key["table"]), escape_sqlite(per_key["rows"]))
         if per_key and per_key["table"] in names and by_rows is None  # its rows per key are those of every tag
         else None
     )
-    return RowsWhere(narrow_by, where, params, counted, search, by_rows is not None)
+    on_per_key = _checked_on_per_key(request, per_key) if search and counted else None
+    if search and "through" in narrow_by:
+        apart = (
+            {column for part in (per_key or {}).get("parts", []) for column in part["columns"]} if on_per_key else ()
+        )
+        narrowed = _checked_per_match(request, narrow_by, apart)
+    else:
+        narrowed = _narrowing(request, narrow_by)
+    narrowed = combined(narrowed, by_rows)
+    where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
+    if not where and search is None:
+        return None
+    on_per_key = on_per_key or FilterArguments([], {})
+    return RowsWhere(
+        narrow_by,
+        where,
+        {**params, **on_per_key.params},
+        counted,
+        search,
+        by_rows is not None,
+        tuple(on_per_key.where_clauses),
+        bool(on_per_key.where_clauses) and not where and not _selects_elements(request),
+    )
+
+
+def _selects_elements(request):
+    """Whether the page selects rows by an element of an array column: checked on per_key's row, a match's set
+    is looked up among those that hold it (18,239 sets hold a stack in the spread history), which costs more
+    than the full-text index finding the matches that hold it (a broad search of 1.5M listings with a stack
+    that a third of them hold: 0.79 s checked on the rows, 0.62 s with the index finding them first)."""
+    return any(column_and_lookup(key)[1] == "arraycontains" for key, _ in filter_pairs(request))
 
 
 def _filtered_rows(request, narrow_by, parts):
@@ -531,6 +569,8 @@ def answer_counts(datasette, db, database):
                     return Results([(counted.rows,)], False, [("count(*)",)])
                 if counted.sql is not None:
                     sql, params = counted.sql, {**(params or {}), **counted.params}
+                    if counted.searches_unnarrowed:
+                        params.pop(FILTERS_IN_INDEX, None)
                 started = monotonic()
                 try:
                     results = await execute(sql, params, custom_time_limit=_time_left(datasette, counted))
@@ -632,22 +672,45 @@ def _narrowing(request, narrow_by):
     return FilterArguments([f"{key} in ({selected})"], params)
 
 
-def _checked_per_match(request, narrow_by):
+def _checked_per_match(request, narrow_by, apart=()):
     """The page's filters on the columns a key determines (narrow_by's, and its other parts' reached through
-    through's columns), each part's as one clause that looks the outer row's key up: where a search leads,
-    each match is checked as it comes. Gathered first (_narrowing), an os's listings took 800 ms in the spread
-    history, which the 100,000 listings that zlib matches were checked against in 100 ms."""
+    through's columns) but those checked apart, each part's as one clause that looks the outer row's key up:
+    where a search leads, each match is checked as it comes. Gathered first (_narrowing), an os's listings took
+    800 ms in the spread history, which the 100,000 listings that zlib matches were checked against in 100 ms."""
     through = {name: escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")}
     key = escape_sqlite(narrow_by["key"])
     clauses, params = [], {}
     for n, part in enumerate(_key_parts(narrow_by)):
-        where, part_params = _part_filters(request, part, f"{NARROWING}{n}_")
+        checked = {**part, "columns": [column for column in part["columns"] if column not in apart]}
+        where, part_params = _part_filters(request, checked, f"{NARROWING}{n}_")
         if where:
             table, table_key, column = (escape_sqlite(part[name]) for name in ("table", "table_key", "column"))
             joined = f"{through['table']} join {table} on {table}.{table_key} = {through['table']}.{column}"
             # The key, named alone, is the outer row's: no table in here has a column of that name.
             looked_up = f"{through['table']}.{through['key']} = {key}"
             clauses.append(f"exists (select 1 from {joined} where {looked_up} and {' and '.join(where)})")
+            params.update(part_params)
+    return FilterArguments(clauses, params) if clauses else None
+
+
+def _checked_on_per_key(request, per_key):
+    """The page's filters on the columns of per_key's parts, each part's as one clause on its key column in
+    per_key's table (its values' ids, beside each key's rows): true of the rows of the keys whose values the
+    filters select. None without such a filter."""
+    counted = escape_sqlite(per_key["table"])
+    clauses, params = [], {}
+    for n, part in enumerate(per_key.get("parts", [])):
+        where, part_params = _part_filters(request, {**part, "columns": list(part["columns"])}, f"{NARROWING}k{n}_")
+        if where:
+            table, table_key = escape_sqlite(part["table"]), escape_sqlite(part["table_key"])
+            named = ", ".join(
+                [
+                    table_key,
+                    *(f"{escape_sqlite(own)} as {escape_sqlite(column)}" for column, own in part["columns"].items()),
+                ]
+            )
+            selected = f"select {table_key} from (select {named} from {table}) as {table} where {' and '.join(where)}"
+            clauses.append(f"{counted}.{escape_sqlite(part['column'])} in ({selected})")
             params.update(part_params)
     return FilterArguments(clauses, params) if clauses else None
 

@@ -21,12 +21,10 @@ from datasette.filters import FilterArguments
 from datasette.utils import escape_sqlite
 
 from spack_cache_db.web import metadata
-from spack_cache_db.web.counts import column_and_lookup, filter_pairs
+from spack_cache_db.web.counts import FILTERS_IN_INDEX, column_and_lookup, filter_pairs
 
 # How Datasette's search filter asks for the matches: escaped, or as the user typed them (searchmode raw).
 MATCHED_BY = ("escape_fts(:search)", ":search")
-# The parameter of the page's filters that the full-text index can check: a query of its columns' phrases.
-FILTERS_IN_INDEX = "spack_filters_in_index"
 # The lookups whose rows hold the value in the column, as text: exact, and an element of a JSON array.
 _LOOKUPS_IN_INDEX = ("exact", "arraycontains")
 
