@@ -407,7 +407,7 @@ def test_tag_matrix_reads_the_cells_the_build_counted_by_their_key(spread, stack
     reads = [step for step in plan if step.startswith(("SCAN", "SEARCH")) and "CONSTANT ROW" not in step]
     assert [step for step in reads if step.split()[1] == "cells"] == [
         "SEARCH cells USING PRIMARY KEY (tag=?)",  # tag_cells
-        "SEARCH cells USING PRIMARY KEY (tag=? AND stack=?)",  # tag_stack_cells
+        "SEARCH cells USING PRIMARY KEY (tag_id=? AND stack=?)",  # tag_stack_cells
     ], plan
     assert {step.split()[1] for step in reads if step.startswith("SCAN")} <= {
         "args",
@@ -456,7 +456,12 @@ def listing_binaries(db):
 
 
 # Those whose rows are ids, read by what they name, so that databases numbered differently compare.
-NAMED = {"tag_version_counts": "SELECT package, version, tag, binaries FROM version_tags"}
+NAMED = {
+    "tag_version_counts": "SELECT package, version, tag, binaries FROM version_tags",
+    "tag_stack_cells": "SELECT tags.name, stack, oss.name, targets.name, compilers.label, binaries, packages"
+    " FROM tag_stack_cells JOIN tags ON tags.id = tag_id"
+    " JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id JOIN compilers ON compilers.id = compiler_id",
+}
 
 
 def kept_counts(db):

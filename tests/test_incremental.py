@@ -47,7 +47,9 @@ CANONICAL = {
     "binaries_tag_facet_pairs": "SELECT * FROM binaries_tag_facet_pairs ORDER BY tag, facet, value, other, other_value",
     "binary_stacks_cube": "SELECT * FROM binary_stacks_cube ORDER BY tag, stack",
     "tag_cells": "SELECT * FROM tag_cells ORDER BY tag, os, target, compiler",
-    "tag_stack_cells": "SELECT * FROM tag_stack_cells ORDER BY tag, stack, os, target, compiler",
+    "tag_stack_cells": "SELECT tags.name, stack, oss.name, targets.name, compilers.label, binaries, packages"
+    " FROM tag_stack_cells JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id"
+    " JOIN targets ON targets.id = target_id JOIN compilers ON compilers.id = compiler_id ORDER BY 1, 2, 3, 4, 5",
     # Rows that depend on how the file was written, not on what it holds: ANALYZE's statistics
     # and the segments of a full-text index built in one go or in steps.
     "row_counts": "SELECT * FROM row_counts WHERE name != 'sqlite_stat1' AND name NOT LIKE '%fts_data'"

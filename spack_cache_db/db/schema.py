@@ -261,15 +261,19 @@ CREATE TABLE tag_cells (
     packages INTEGER NOT NULL,
     PRIMARY KEY (tag, os, target, compiler)
 ) WITHOUT ROWID;
+-- By ids, not names as tag_cells (which counts.py reads as a cube of the view's columns): a tag has a cell per
+-- stack, os, target and compiler its binaries have, a few per binary where each binary has its own stacks. The
+-- stack by name: deleting a row that a cell refers to reads every cell (no index but the key), and a removed
+-- tag's stacks often go with it, where an os, a target or a compiler seldom goes.
 CREATE TABLE tag_stack_cells (
-    tag TEXT NOT NULL,
+    tag_id INTEGER NOT NULL REFERENCES tags(id) ON DELETE CASCADE,
     stack TEXT NOT NULL,
-    os TEXT NOT NULL,
-    target TEXT NOT NULL,
-    compiler TEXT NOT NULL,
+    os_id INTEGER NOT NULL REFERENCES oss(id) ON DELETE CASCADE,
+    target_id INTEGER NOT NULL REFERENCES targets(id) ON DELETE CASCADE,
+    compiler_id INTEGER NOT NULL REFERENCES compilers(id) ON DELETE CASCADE,
     binaries INTEGER NOT NULL,
     packages INTEGER NOT NULL,
-    PRIMARY KEY (tag, stack, os, target, compiler)
+    PRIMARY KEY (tag_id, stack, os_id, target_id, compiler_id)
 ) WITHOUT ROWID;
 CREATE TABLE tag_version_counts (
     version_id INTEGER NOT NULL REFERENCES versions(id) ON DELETE CASCADE,
@@ -687,19 +691,29 @@ def _per_tag(facets, into):
     GROUP BY grouped.tag_id, {keys}"""
 
 
-def _cells(into, per_stack=False):
-    """INSERT INTO into (tag, [stack,] os, target, compiler, binaries, packages): the recounted tags' binaries
-    and packages per os, target and compiler, and per_stack, per stack they are in."""
-    grouped = ", ".join(["tag_id", *(["stack_id"] if per_stack else []), "os_id", "target_id", "compiler_id"])
+_CELL = ("os_id", "target_id", "compiler_id")  # what a cell of tag_cells and tag_stack_cells is per tag (and stack)
+
+
+def _cells_counted(per_stack):
+    """The recounted tags' binaries and packages per os, target and compiler, and per_stack, per stack they are
+    in: (tag_id, [stack_id,] os_id, target_id, compiler_id, binaries, packages)."""
+    grouped = ", ".join(["tag_id", *(["stack_id"] if per_stack else []), *_CELL])
     rows = "listing_counts CROSS JOIN stack_set_members USING (stack_set_id)" if per_stack else "listing_counts"
-    stack_name, stack_join = ("stacks.name, ", "JOIN stacks ON stacks.id = stack_id ") if per_stack else ("", "")
-    return f"""INSERT INTO {into}
-    SELECT tags.name, {stack_name}oss.name, targets.name, compilers.label, binaries, packages
-    FROM (
-        SELECT {grouped}, sum(n) AS binaries, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}
-    ) AS cells
-    JOIN tags ON tags.id = tag_id {stack_join}JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
-    JOIN compilers ON compilers.id = compiler_id"""
+    return (
+        f"SELECT {grouped}, sum(n) AS binaries, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}"
+    )
+
+
+_COUNT_CELLS = [
+    f"""INSERT INTO tag_cells
+    SELECT tags.name, oss.name, targets.name, compilers.label, binaries, packages
+    FROM ({_cells_counted(per_stack=False)}) AS cells
+    JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
+    JOIN compilers ON compilers.id = compiler_id""",
+    f"""INSERT INTO tag_stack_cells
+    SELECT tag_id, stacks.name, {", ".join(_CELL)}, binaries, packages
+    FROM ({_cells_counted(per_stack=True)}) AS cells JOIN stacks ON stacks.id = stack_id""",
+]
 
 
 _COUNTED_PER_TAG = [facet for facet in BINARY_FACETS if facet != PER_TAG]
@@ -730,9 +744,12 @@ RECOUNT_TAGS = [
     WHERE tag IN {_RECOUNTED}""",
     *(
         f"DELETE FROM {table} WHERE tag IN {_RECOUNTED}"
-        for table in ("binary_stacks_cube", "tag_cells", "tag_stack_cells", "binaries_tag_facet_pairs")
+        for table in ("binary_stacks_cube", "tag_cells", "binaries_tag_facet_pairs")
     ),
-    "DELETE FROM tag_version_counts WHERE tag_id IN (SELECT id FROM recount)",
+    *(
+        f"DELETE FROM {table} WHERE tag_id IN (SELECT id FROM recount)"
+        for table in ("tag_version_counts", "tag_stack_cells")
+    ),
     f"DELETE FROM binaries_facet_counts WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED}",
     f"""DELETE FROM binaries_facet_pairs
     WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED} OR other = '{PER_TAG}' AND other_value IN {_RECOUNTED}""",
@@ -751,8 +768,7 @@ RECOUNT_TAGS = [
     """CREATE TEMP TABLE binary_counts AS
     SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
     FROM listing_counts GROUP BY 1, 2, 3, 4, 5""",
-    _cells("tag_cells"),
-    _cells("tag_stack_cells", per_stack=True),
+    *_COUNT_CELLS,
     "INSERT INTO tag_version_counts SELECT version_id, tag_id, sum(n) FROM listing_counts GROUP BY 1, 2",
     f"""CREATE TEMP TABLE scalar_counts AS
     SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",

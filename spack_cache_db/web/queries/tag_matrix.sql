@@ -13,15 +13,21 @@ WITH args AS (
         coalesce(nullif(trim(coalesce(:tag, '')), ''), (SELECT name FROM default_tag)) AS tag
 ),
 row_limit AS (SELECT 1000 AS rows)
--- The build counted the cells of each tag (tag_cells) and of each stack in it (tag_stack_cells).
+-- The build counted the cells of each tag (tag_cells) and of each stack in it (tag_stack_cells, by ids).
 SELECT cells.os, cells.target, cells.compiler, cells.binaries AS specs, cells.packages, cells.tag
 FROM args
 JOIN tag_cells AS cells ON cells.tag = args.tag
 WHERE args.stack = ''
 UNION ALL
-SELECT cells.os, cells.target, cells.compiler, cells.binaries, cells.packages, cells.tag
+SELECT oss.name, targets.name, compilers.label, cells.binaries, cells.packages, tags.name
+-- CROSS JOIN: the stack's cells first, then their names (where the tables of names are small, SQLite would
+-- otherwise start from them and look up every combination of theirs).
 FROM args
-JOIN tag_stack_cells AS cells ON cells.tag = args.tag AND cells.stack = args.stack
+CROSS JOIN tags ON tags.name = args.tag
+CROSS JOIN tag_stack_cells AS cells ON cells.tag_id = tags.id AND cells.stack = args.stack
+JOIN oss ON oss.id = cells.os_id
+JOIN targets ON targets.id = cells.target_id
+JOIN compilers ON compilers.id = cells.compiler_id
 WHERE args.stack != ''
 ORDER BY 1, 2, 3
 LIMIT (SELECT rows FROM row_limit)
