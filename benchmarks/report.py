@@ -48,7 +48,7 @@ def status_words(timing):
 
 
 def page_value(timing, count_limit_ms):
-    count = "no row count" if timing["row_count"] is None else f"{timing['row_count']:,} rows"
+    count = f"{timing['row_count']:,} rows" if timing["row_count"] is not None else _counted_words(timing)
     status = "" if timing["statuses"] == [200] else f", status {status_words(timing)}"
     floor = ""
     if timing["row_count"] is None and "full_text" in timing:
@@ -57,6 +57,12 @@ def page_value(timing, count_limit_ms):
             f"take up to {count_limit_ms} ms"
         )
     return f"{timing['p95_ms']:.0f} ms, {count}{status}{floor}"
+
+
+def _counted_words(timing):
+    """A page some of whose answers had no row count: how many had one (a count past its time is left out)."""
+    counted = timing.get("counted", "")
+    return "no row count" if counted.startswith("0 of") or not counted else f"a row count in {counted} answers"
 
 
 def full_text_words(found):

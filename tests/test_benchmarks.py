@@ -801,6 +801,15 @@ def test_a_search_without_its_row_count_names_what_the_full_text_index_alone_cos
     assert counted["met"] is True and "full-text" not in counted["value"]
 
 
+def test_a_page_counted_in_some_answers_only_says_how_many_and_misses():
+    table_page_target = benchmark_module("report").table_page_target
+
+    timing = {"p95_ms": 880.0, "row_count": None, "statuses": [200]}
+    for counted, words in (("15 of 21", "a row count in 15 of 21 answers"), ("0 of 21", "no row count")):
+        missed = table_page_target("pages, spread shape", "x", {**timing, "counted": counted}, 1000, 200)
+        assert missed["met"] is False and missed["value"] == f"880 ms, {words}"
+
+
 def test_the_slowest_dependents_are_found_once_the_query_is_prepared_on_every_connection():
     """The first question on each of Datasette's connections prepares the query: those slow answers must go to
     the warm-ups, not to whichever candidates come first."""
