@@ -716,6 +716,16 @@ _COUNT_CELLS = [
 ]
 
 
+# The ids of a listing's facet values but its tag (its configuration's, and its stack set), read through
+# _LISTING: what a tag's recount groups binaries by (listing_counts), and what listing_binaries keeps.
+_LISTING_FACET_IDS = (
+    "configurations.os_id",
+    "configurations.target_id",
+    "configurations.compiler_id",
+    "listings.stack_set_id",
+)
+_LISTING = "listings CROSS JOIN configurations ON configurations.id = listings.configuration_id"
+
 _COUNTED_PER_TAG = [facet for facet in BINARY_FACETS if facet != PER_TAG]
 # Pairs of facets counted per tag, each once (the other order is copied): two different facets, or an array
 # with itself (the stacks a binary is in, two at a time, each with itself too).
@@ -754,17 +764,15 @@ RECOUNT_TAGS = [
     f"""DELETE FROM binaries_facet_pairs
     WHERE facet = '{PER_TAG}' AND value IN {_RECOUNTED} OR other = '{PER_TAG}' AND other_value IN {_RECOUNTED}""",
     # Per (page, listing), with the ids the counts need: their listing's are the same for all its binaries.
-    """CREATE TEMP TABLE listing_counts AS
-    SELECT counted.tag_id, counted.package_id, configurations.version_id, listings.stack_set_id, os_id, target_id,
-        compiler_id, n
+    f"""CREATE TEMP TABLE listing_counts AS
+    SELECT counted.tag_id, counted.package_id, configurations.version_id, {", ".join(_LISTING_FACET_IDS)}, n
     FROM (
         SELECT pages.tag_id, pages.package_id, listing_id, count(*) AS n
         FROM pages CROSS JOIN page_specs ON page_specs.page_id = pages.id
         WHERE pages.tag_id IN (SELECT id FROM recount)
         GROUP BY page_id, listing_id
     ) AS counted
-    CROSS JOIN listings ON listings.id = counted.listing_id
-    CROSS JOIN configurations ON configurations.id = listings.configuration_id""",
+    CROSS JOIN {_LISTING} WHERE listings.id = counted.listing_id""",
     """CREATE TEMP TABLE binary_counts AS
     SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
     FROM listing_counts GROUP BY 1, 2, 3, 4, 5""",
@@ -820,14 +828,6 @@ _DEPENDENCY_VERSION = (
     "SELECT configurations.version_id FROM specs JOIN configurations ON configurations.id = specs.configuration_id"
     " WHERE specs.id = {}"
 )
-# A listing's facet ids, as listing_binaries keeps them: its configuration's, and its stack set.
-_LISTING_FACET_IDS = (
-    "configurations.os_id",
-    "configurations.target_id",
-    "configurations.compiler_id",
-    "listings.stack_set_id",
-)
-_LISTING = "listings CROSS JOIN configurations ON configurations.id = listings.configuration_id"
 KEPT_COUNTS = (
     KeptCount(
         "dependency_edge_counts",
