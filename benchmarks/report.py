@@ -583,9 +583,8 @@ def render_full_text(serving):
     found = "; ".join(f"`?_search={search}`: {full_text_words(matched)}" for search, matched in searches.items())
     return [
         f"What each search matches in the full-text index, listed with SQL (no time limit, median of 3): {found}. "
-        f"A row count may take up to {serving['count_time_limit_ms']} ms (what the page has left of Datasette's"
-        " sql_time_limit_ms, less facet_time_limit_ms kept for the rest of it), and counting the binaries of those"
-        " rows reads at least them.",
+        f"A row count may take up to {serving['count_time_limit_ms']} ms (what web/counts.py leaves it of Datasette's"
+        " sql_time_limit_ms), and counting the binaries of those rows reads at least them.",
         "",
     ]
 

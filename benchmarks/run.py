@@ -68,6 +68,8 @@ from measure import compare_alternating, file_state, log, run_measured, summaris
 from report import render_report, targets
 from serve import SERVE_COMMAND, served, time_url, url
 
+from spack_cache_db.web.counts import live_count_limit_ms
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 # What a run uses from the repository: copied once into WORK/code, see snapshot_code.
@@ -599,9 +601,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
         "searched_facet_values_fallen_back": searched_fallen_back,
         "datasette": versions["datasette"]["version"],
         "sqlite": versions["sqlite"]["version"],
-        # The most a live row count may take: what the page has left of its SQL time limit, less a facet's
-        # time limit kept for the rest (web/counts.py).
-        "count_time_limit_ms": settings["sql_time_limit_ms"] - settings["facet_time_limit_ms"],
+        "count_time_limit_ms": live_count_limit_ms(settings),  # the most a live row count may take
         "binaries_page": binaries_page,
         "facet_clicks": clicks,
         "canned_queries": canned,
