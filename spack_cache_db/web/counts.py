@@ -706,7 +706,18 @@ def _checked_on_per_key(request, per_key):
     counted = escape_sqlite(per_key["table"])
     clauses, params = [], {}
     for n, part in enumerate(per_key.get("parts", [])):
-        where, part_params = _part_filters(request, {**part, "columns": list(part["columns"])}, f"{NARROWING}k{n}_")
+        prefix, column = f"{NARROWING}k{n}_", f"{counted}.{escape_sqlite(part['column'])}"
+        pairs = filter_pairs(request, part["columns"])
+        of_elements = [(key, value) for key, value in pairs if _on_elements(key, part)]
+        for m, (key, value) in enumerate(of_elements):
+            elements = part["elements"][column_and_lookup(key)[0]]
+            clauses.append(
+                f"{column} in (select {escape_sqlite(elements['key'])} from {escape_sqlite(elements['table'])}"
+                f" where {escape_sqlite(elements['column'])} = :{prefix}e{m})"
+            )
+            params[f"{prefix}e{m}"] = value
+        pairs = [pair for pair in pairs if pair not in of_elements]
+        where, part_params = _part_filters(request, {**part, "columns": list(part["columns"])}, prefix, pairs)
         if where:
             table, table_key = escape_sqlite(part["table"]), escape_sqlite(part["table_key"])
             named = ", ".join(
@@ -716,9 +727,18 @@ def _checked_on_per_key(request, per_key):
                 ]
             )
             selected = f"select {table_key} from (select {named} from {table}) as {table} where {' and '.join(where)}"
-            clauses.append(f"{counted}.{escape_sqlite(part['column'])} in ({selected})")
+            clauses.append(f"{column} in ({selected})")
             params.update(part_params)
     return FilterArguments(clauses, params) if clauses else None
+
+
+def _on_elements(key, part):
+    """Whether a filter asks for an element of an array column whose elements the part names in a table of
+    their own (elements: {column: {table, key, column}}): the part's keys that hold it are read from there by
+    index, where Datasette's arraycontains reads every array through json_each (39,018 stack sets in the spread
+    history: 114 ms, against 1 ms)."""
+    column, lookup = column_and_lookup(key)
+    return lookup == "arraycontains" and column in part.get("elements", {})
 
 
 def _key_parts(narrow_by):
@@ -726,10 +746,11 @@ def _key_parts(narrow_by):
     return [part for part in _parts(narrow_by) if "column" in part]
 
 
-def _part_filters(request, part, prefix):
-    """The page's filters on a part's columns as SQL on its table (where clauses, their parameters), the
-    parameters named with prefix (Datasette's own filters already use :p0, :p1...)."""
-    where, params = Filters(sorted(filter_pairs(request, part["columns"]))).build_where_clauses(part["table"])
+def _part_filters(request, part, prefix, pairs=None):
+    """The page's filters on a part's columns (or these of them) as SQL on its table (where clauses, their
+    parameters), the parameters named with prefix (Datasette's own filters already use :p0, :p1...)."""
+    pairs = filter_pairs(request, part["columns"]) if pairs is None else pairs
+    where, params = Filters(sorted(pairs)).build_where_clauses(part["table"])
     where = [re.sub(r":(p\d+)\b", rf":{prefix}\1", clause) for clause in where]
     return where, {f"{prefix}{name}": value for name, value in params.items()}
 
