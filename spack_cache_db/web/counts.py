@@ -706,13 +706,13 @@ def _checked_on_per_key(request, per_key):
     counted = escape_sqlite(per_key["table"])
     clauses, params = [], {}
     for n, part in enumerate(per_key.get("parts", [])):
-        prefix, column = f"{NARROWING}k{n}_", f"{counted}.{escape_sqlite(part['column'])}"
+        prefix, key_column = f"{NARROWING}k{n}_", f"{counted}.{escape_sqlite(part['column'])}"
         pairs = filter_pairs(request, part["columns"])
         of_elements = [(key, value) for key, value in pairs if _on_elements(key, part)]
         for m, (key, value) in enumerate(of_elements):
             elements = part["elements"][column_and_lookup(key)[0]]
             clauses.append(
-                f"{column} in (select {escape_sqlite(elements['key'])} from {escape_sqlite(elements['table'])}"
+                f"{key_column} in (select {escape_sqlite(elements['key'])} from {escape_sqlite(elements['table'])}"
                 f" where {escape_sqlite(elements['column'])} = :{prefix}e{m})"
             )
             params[f"{prefix}e{m}"] = value
@@ -727,7 +727,7 @@ def _checked_on_per_key(request, per_key):
                 ]
             )
             selected = f"select {table_key} from (select {named} from {table}) as {table} where {' and '.join(where)}"
-            clauses.append(f"{column} in ({selected})")
+            clauses.append(f"{key_column} in ({selected})")
             params.update(part_params)
     return FilterArguments(clauses, params) if clauses else None
 
