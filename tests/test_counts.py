@@ -254,7 +254,7 @@ async def test_a_search_is_counted_from_its_listings_binaries_and_equals_sql(sha
         assert ({"listings", "configurations"} <= looked_up) == on_listing, (extra, plan)
         # The sets that hold a stack are read by index from its elements, not every set through json_each.
         assert ("stack_set_members" in looked_up) == ("stacks" in extra), (extra, plan)
-        assert not any(step.startswith("SCAN stack_sets") for step in plan), (extra, plan)
+        assert not any("json_each" in step for step in plan), (extra, plan)
         narrowed = counts.FILTERS_IN_INDEX in count["sql"]
         assert narrowed == ("stacks" in extra or "package" in extra), extra
 
