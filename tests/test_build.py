@@ -4,6 +4,7 @@ import sqlite3
 import sys
 
 import pytest
+from dump import every_row
 from pagemaker import meta_for, spack_hash, spec, write_page
 from paths import SEEDS, SITE
 
@@ -247,6 +248,23 @@ def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, mon
     assert len(rows(tmp_path / "one.db", everything)) == 12
     for sql in (everything, "SELECT path, field FROM problems", "SELECT * FROM row_counts"):
         assert rows(tmp_path / "many.db", sql) == rows(tmp_path / "one.db", sql)
+
+
+@pytest.mark.parametrize("remembered", [1, 1000])
+def test_listings_remembered_from_batch_to_batch_build_what_one_batch_builds(tmp_path, monkeypatch, remembered):
+    """The loader queues a listing once and the writer looks its id up once, until they remember
+    LISTINGS_REMEMBERED listings (1: they forget them after each batch, and look them up again)."""
+    for number, tag in enumerate(("develop", "v0.23.1", "v1.0.0")):  # the same listings, new hashes in each tag
+        write_page(tmp_path, "bolt", tag, [spec(10 * number), spec(10 * number + 1, target="zen3")])
+        write_page(tmp_path, "cli11", tag, [spec(10 * number + 2, stacks=["root"])])
+    build([str(tmp_path / "_cache")], tmp_path / "one.db")
+    for module in ("load", "writer"):
+        monkeypatch.setattr(f"spack_cache_db.db.{module}.LISTINGS_REMEMBERED", remembered)
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_EVERY", 1)
+    build([str(tmp_path / "_cache")], tmp_path / "many.db")
+    assert len(rows(tmp_path / "many.db", "SELECT * FROM binaries")) == 9
+    assert len(rows(tmp_path / "many.db", "SELECT * FROM listings")) == 3
+    assert every_row(tmp_path / "many.db") == every_row(tmp_path / "one.db")
 
 
 def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_reason(tmp_path, monkeypatch):

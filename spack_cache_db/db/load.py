@@ -4,14 +4,14 @@ Every row the loader makes is one of schema.ROWS; a table's rows are looked up b
 read from the database before the writer starts, so an incremental build continues its ids. Specs and listings
 are the exception (schema.NUMBERED_BY_DATABASE): millions of them, so rows name a spec by its hash and a listing
 by its configuration and stack set, and the writer numbers them, each once (a spec's facts checked wherever it
-appears). The loader remembers only the listings of the batch it is queueing, not those of the history.
+appears). The loader remembers the listings it queued, up to LISTINGS_REMEMBERED of them, not those of the history.
 """
 
 import json
 
 from spack_cache_db import normalise
 from spack_cache_db.db import schema
-from spack_cache_db.db.writer import Origin
+from spack_cache_db.db.writer import LISTINGS_REMEMBERED, Origin
 from spack_cache_db.records import Built, InputError
 
 ROWS = schema.ROWS
@@ -52,7 +52,8 @@ class Loader:
         self.pending = {table: [] for table in schema.LOAD_ORDER}
         self.origins = []  # see mark()
         self.configuration_by_built = {}  # (package id, Built.number) -> configuration id
-        self.queued_listings = set()  # (configuration id, stack set id) of the listings rows pending: one each
+        # (configuration id, stack set id) of the listings queued, in this batch and earlier ones: each queued once
+        self.queued_listings = set()
         self.variant_set_by_raw = {}  # Built.raw_variants -> variant set id: no JSON text made per configuration
         self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
@@ -345,6 +346,9 @@ class Loader:
         def first_new(table):  # a table first used since the checkpoint: every id of this build
             return next_id.get(table) or self.first_ids[table] or 1
 
+        self.queued_listings.difference_update(
+            map(schema.IDENTITY_OF["listings"], self.pending["listings"][pending["listings"] :])
+        )
         for table, length in pending.items():
             del self.pending[table][length:]
         for table in self.next_id:
@@ -360,7 +364,6 @@ class Loader:
             for key in [k for k, v in memo.items() if v >= first_new(table)]:
                 del memo[key]
         self.kind_ids = {kind: i for kind, i in self.kind_ids.items() if i < first_new("dependency_kinds")}
-        self.queued_listings = set(map(schema.IDENTITY_OF["listings"], self.pending["listings"]))
 
     def mark(self, source):
         """The rows queued from here on come from source (a file or an index), until the next mark."""
@@ -381,7 +384,8 @@ class Loader:
         if batches:
             self.writer.write(batches, self.origins)
             self.pending = {table: [] for table in schema.LOAD_ORDER}
-            self.queued_listings = set()  # the writer has them: a listing queued again is written once
+            if len(self.queued_listings) > LISTINGS_REMEMBERED:  # queued again, a listing is written once
+                self.queued_listings = set()
         # The input being read goes on queueing rows: they come from it, from the first of the next batch.
         self.origins = [
             Origin(last.source, dict.fromkeys(self.pending, 0), last.binary_field) for last in self.origins[-1:]

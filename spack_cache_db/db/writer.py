@@ -39,6 +39,10 @@ class Origin:
 # rows of build.FLUSH_EVERY binaries).
 MESSAGES_AHEAD = 3
 _BUILD_GONE = object()
+# Listings are named by batch after batch: a tag's pages name mostly the listings of the tags before (a 100-tag
+# history: 200,997 listings, named in 2.5M batches' rows). The loader queues each once, and this process
+# looks each up once, until they remember this many; then they start over.
+LISTINGS_REMEMBERED = 250_000
 
 
 class BackgroundWriter:
@@ -155,6 +159,7 @@ def _write_batches(path, pipe, builds_end, keep_counts):
         pipe.send(str(error))
         return
     messages = queue.Queue(maxsize=MESSAGES_AHEAD)
+    listing_ids = {}  # {identity: id} of the listings written or looked up, kept from batch to batch
     threading.Thread(target=_receive, args=(pipe, messages), daemon=True).start()
     try:
         while True:
@@ -173,13 +178,17 @@ def _write_batches(path, pipe, builds_end, keep_counts):
                 continue
             batches, origins = message
             conn.execute("BEGIN")
-            written = {}  # table the database numbers -> {identity: id} of the rows this batch wrote
+            if len(listing_ids) > LISTINGS_REMEMBERED:
+                listing_ids.clear()
+            # table the database numbers -> {identity: id} of the rows this batch wrote or looked up
+            written = {"listings": listing_ids}
             for table, statement, rows in batches:
                 numbered = table in NUMBERED_BY_DATABASE
                 last_id = _last_id(conn, table) if numbered else None
                 _insert(conn, table, statement, _with_ids(conn, table, rows, written), origins)
                 if numbered:
-                    written[table], repeated = _written(conn, table, rows, last_id)
+                    ids, repeated = _written(conn, table, rows, last_id)
+                    written.setdefault(table, {}).update(ids)
                     for conflict in _conflicts(conn, table, rows, repeated, batches, origins):
                         pipe.send(("conflict", *conflict))
             conn.execute("COMMIT")
@@ -274,8 +283,8 @@ def _with_ids(conn, table, rows, written):
 
 
 def _ids_of(conn, table, keys, written):
-    """{identity: id} of these identities of rows of a table the database numbers: those this batch wrote, and
-    the others the table holds."""
+    """{identity: id} of these identities of rows of a table the database numbers: those this batch wrote or
+    looked up (written, to which the others, read from the table, are added)."""
     missing = keys - written.keys()
     if not missing:
         return written
@@ -286,7 +295,8 @@ def _ids_of(conn, table, keys, written):
         f" FROM json_each(?) AS batch CROSS JOIN {table} ON {matches}",
         (json.dumps([key if len(identity) > 1 else (key,) for key in missing]),),
     )
-    return {**written, **ids_by_identity(table, found)}
+    written.update(ids_by_identity(table, found))
+    return written
 
 
 def _conflicts(conn, table, rows, positions, batches, origins):
