@@ -41,7 +41,9 @@ MESSAGES_AHEAD = 3
 _BUILD_GONE = object()
 # Listings are named by batch after batch: a tag's pages name mostly the listings of the tags before (a 100-tag
 # history: 200,997 listings, named in 2.5M batches' rows). The loader queues each once, and this process
-# looks each up once, until they remember this many; then they start over.
+# looks each up once, until they remember this many; then they start over. Remembering them cost 44 MiB of
+# peak RSS in that history's build (75 MiB in the spread shape's, which starts over); 100,000 saved 25 MiB
+# there and cost 1.4 s of 80.
 LISTINGS_REMEMBERED = 250_000
 
 
