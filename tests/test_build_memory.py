@@ -1,7 +1,8 @@
 """What the builder keeps in memory is bounded by one tag, not by the history: in the spread shape listings
 (configuration x stack set) are about one per binary, and a map of them held for the whole build (3.28M
-entries on the 100-tag spread history) took the build past 1 GiB. Checked by the size of every container the
-loader holds once the history is loaded, never by timing or by the process's memory."""
+entries on the 100-tag spread history) took the build past 1 GiB. The listings it queued are remembered from
+batch to batch up to a fixed number (writer.LISTINGS_REMEMBERED), set here to one tag's. Checked by the size of
+every container the loader holds once the history is loaded, never by timing or by the process's memory."""
 
 import sqlite3
 
@@ -10,11 +11,12 @@ from pagemaker import spec, write_page
 
 from spack_cache_db import build as build_module
 from spack_cache_db.build import build
-from spack_cache_db.db import load
+from spack_cache_db.db import load, writer
 
 TAGS = [f"develop-2025-0{month}-01" for month in range(1, 7)]
 PACKAGES = ("alpha", "beta", "gamma", "delta")
 SPECS_PER_PAGE = 12  # a tag has more listings (48) than the loader has tables to keep a dict of (35)
+LISTINGS_PER_TAG = SPECS_PER_PAGE * len(PACKAGES)
 
 
 def write_spread_history(site, tags):
@@ -49,6 +51,8 @@ def loader_sizes(monkeypatch):
         return read_tags_yaml(loader, tags)
 
     monkeypatch.setattr(build_module, "FLUSH_EVERY", 1)
+    monkeypatch.setattr(load, "LISTINGS_REMEMBERED", LISTINGS_PER_TAG)
+    monkeypatch.setattr(writer, "LISTINGS_REMEMBERED", LISTINGS_PER_TAG)
     monkeypatch.setattr(load, "load_tags_yaml", measure_then_load)
     return sizes
 
@@ -68,7 +72,7 @@ def listings_per_tag(db):
 
 def assert_bounded_by_one_tag(sizes, db):
     total, one_tag = listings_per_tag(db)
-    assert total == len(TAGS) * one_tag  # the history holds many more listings than any tag
+    assert total == len(TAGS) * one_tag == len(TAGS) * LISTINGS_PER_TAG  # many more listings than any tag
     largest = max(sizes, key=sizes.get)
     assert sizes[largest] <= one_tag, f"{largest} holds {sizes[largest]} entries, the history's {total} listings"
 
