@@ -267,6 +267,32 @@ def test_listings_remembered_from_batch_to_batch_build_what_one_batch_builds(tmp
     assert every_row(tmp_path / "many.db") == every_row(tmp_path / "one.db")
 
 
+def test_a_page_rolled_back_takes_its_listings_out_of_those_the_loader_remembers(tmp_path):
+    """No build rolls a page back once its listings are queued today (add_document checks before it queues), so
+    the loader is driven directly: a listing forgotten with its page is queued again by the next page naming it."""
+    from spack_cache_db.db.load import Loader
+    from spack_cache_db.db.schema import create_schema
+    from spack_cache_db.read.pages import SourceFile, page_document, read_page
+    from spack_cache_db.records import Configurations
+
+    configurations = Configurations()
+    rolled_back, next_one = (
+        page_document(read_page(SourceFile(str(path), True), path.read_bytes()), configurations)
+        for path in (
+            write_page(tmp_path, "bolt", tag, [spec(number)]) for number, tag in enumerate(("develop", "v1.0"))
+        )
+    )
+    conn = sqlite3.connect(":memory:")
+    create_schema(conn)
+    loader = Loader(conn, writer=None)
+    checkpoint = loader.checkpoint()
+    loader.add_document(rolled_back)
+    loader.rollback(checkpoint)
+    assert loader.pending["listings"] == []
+    loader.add_document(next_one)  # the same configuration and stacks: the same listing
+    assert len(loader.pending["listings"]) == 1
+
+
 def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_reason(tmp_path, monkeypatch):
     from spack_cache_db.db import load
 

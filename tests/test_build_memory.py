@@ -1,7 +1,7 @@
 """What the builder keeps in memory is bounded by one tag, not by the history: in the spread shape listings
 (configuration x stack set) are about one per binary, and a map of them held for the whole build (3.28M
 entries on the 100-tag spread history) took the build past 1 GiB. The listings it queued are remembered from
-batch to batch up to a fixed number (writer.LISTINGS_REMEMBERED), set here to one tag's. Checked by the size of
+batch to batch up to a fixed number (LISTINGS_REMEMBERED), set here to one tag's. Checked by the size of
 every container the loader holds once the history is loaded, never by timing or by the process's memory."""
 
 import sqlite3
@@ -11,7 +11,7 @@ from pagemaker import spec, write_page
 
 from spack_cache_db import build as build_module
 from spack_cache_db.build import build
-from spack_cache_db.db import load, writer
+from spack_cache_db.db import load
 
 TAGS = [f"develop-2025-0{month}-01" for month in range(1, 7)]
 PACKAGES = ("alpha", "beta", "gamma", "delta")
@@ -52,7 +52,6 @@ def loader_sizes(monkeypatch):
 
     monkeypatch.setattr(build_module, "FLUSH_EVERY", 1)
     monkeypatch.setattr(load, "LISTINGS_REMEMBERED", LISTINGS_PER_TAG)
-    monkeypatch.setattr(writer, "LISTINGS_REMEMBERED", LISTINGS_PER_TAG)
     monkeypatch.setattr(load, "load_tags_yaml", measure_then_load)
     return sizes
 
