@@ -252,8 +252,8 @@ def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, mon
 
 @pytest.mark.parametrize("remembered", [1, 1000])
 def test_listings_remembered_from_batch_to_batch_build_what_one_batch_builds(tmp_path, monkeypatch, remembered):
-    """The loader queues a listing once and the writer looks its id up once, until they remember
-    LISTINGS_REMEMBERED listings (1: they forget them after each batch, and look them up again)."""
+    """Whatever the loader and the writer remember of the listings from batch to batch (LISTINGS_REMEMBERED; 1:
+    they forget them after each batch, and queue and look them up again), the rows are those of one batch."""
     for number, tag in enumerate(("develop", "v0.23.1", "v1.0.0")):  # the same listings, new hashes in each tag
         write_page(tmp_path, "bolt", tag, [spec(10 * number), spec(10 * number + 1, target="zen3")])
         write_page(tmp_path, "cli11", tag, [spec(10 * number + 2, stacks=["root"])])
@@ -265,6 +265,52 @@ def test_listings_remembered_from_batch_to_batch_build_what_one_batch_builds(tmp
     assert len(rows(tmp_path / "many.db", "SELECT * FROM binaries")) == 9
     assert len(rows(tmp_path / "many.db", "SELECT * FROM listings")) == 3
     assert every_row(tmp_path / "many.db") == every_row(tmp_path / "one.db")
+
+
+@pytest.mark.parametrize("known_by", ["writing it", "looking it up"])
+def test_the_writer_keeps_the_ids_of_listings_from_batch_to_batch(tmp_path, known_by):
+    """A listing the writer wrote, or looked up in the file (an earlier build's), in one batch is named by the
+    page_specs of the next by the id it kept, not looked up again: once another connection has changed the
+    listing's stack set, a lookup by identity would find nothing and the insert would refuse the row."""
+    from spack_cache_db.db import writer
+    from spack_cache_db.db.connection import open_for_build
+    from spack_cache_db.db.load import STATEMENTS
+    from spack_cache_db.db.schema import ROWS, create_schema
+
+    listing = (1, 1)  # (configuration id, stack set id): the writer's process does not check references
+    listing_row = ("listings", STATEMENTS["listings"], [tuple(ROWS["listings"](None, *listing))])
+
+    def binary(number):  # the rows of one binary of the listing
+        spec = ROWS["specs"](id=None, hash=spack_hash(number), configuration_id=1, size=None, external=0)
+        page_spec = ROWS["page_specs"](
+            page_id=1, spec_id=spack_hash(number), position=number, listing_id=listing, compiler_exact=1,
+            standard_tarball=0, extra=None,
+        )  # fmt: skip
+        return [
+            ("specs", STATEMENTS["specs"], [tuple(spec)]),
+            ("page_specs", STATEMENTS["page_specs"], [tuple(page_spec)]),
+        ]
+
+    db = tmp_path / "cache.db"
+    conn = open_for_build(db)
+    create_schema(conn)
+    if known_by == "looking it up":
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute(listing_row[1], listing_row[2][0])
+    conn.close()
+    first = binary(1) if known_by == "looking it up" else [listing_row]
+    background = writer.BackgroundWriter(db)
+    try:
+        for batch in (first, binary(2)):
+            background.write(batch, [writer.Origin("a page", dict.fromkeys((table for table, _, _ in batch), 0))])
+            background.sync()
+            with sqlite3.connect(db, isolation_level=None) as other:
+                other.execute("UPDATE listings SET stack_set_id = stack_set_id + 1")
+            other.close()
+        background.finish()
+    finally:
+        background.stop()
+    assert rows(db, "SELECT DISTINCT listing_id FROM page_specs") == [{"listing_id": 1}]
 
 
 def test_a_page_rolled_back_takes_its_listings_out_of_those_the_loader_remembers(tmp_path):
