@@ -88,14 +88,20 @@ def write_floor_value(full):
     return "" if floor is None else f"; writing its rows alone (floor) {floor['ratio_wall']:.2f}x"
 
 
-def build_targets(corpus, builds):
+def cpu_bound_ratio(full, cores):
+    """The build's CPU (both processes) spread over the machine's cores, against the lower bound's wall time: the
+    least wall time the work the build does can take, however well its processes overlap."""
+    return full["builder"]["cpu_s"] / cores / full["lower_bound"]["wall_s"]
+
+
+def build_targets(corpus, builds, cores):
     full = builds["full_build"]
     builder, bound = full["builder"], full["lower_bound"]
     unchanged = builds["unchanged_rebuild"]
     return [
         target(corpus, "Full build / lower bound (orjson), wall",
                f"{full['ratio_wall']:.2f}x ({builder['wall_s']:.1f} s / {bound['wall_s']:.1f} s)"
-               + write_floor_value(full),
+               + write_floor_value(full) + f"; its CPU over {cores} cores {cpu_bound_ratio(full, cores):.2f}x",
                f"<= {MAX_BUILD_RATIO}x", full["ratio_wall"] <= MAX_BUILD_RATIO),
         target(corpus, "Peak RSS of a full build (builder and writer)", f"{builder['peak_rss_mib']:.0f} MiB",
                f"<= {MAX_PEAK_RSS_MIB} MiB", builder["peak_rss_mib"] <= MAX_PEAK_RSS_MIB),
@@ -133,11 +139,11 @@ def serving_targets(corpus, serving):
     ]  # fmt: skip
 
 
-def pages_targets(shape, pages):
+def pages_targets(shape, pages, cores):
     corpus = SHAPE_LABELS[shape]
     database, added = pages["database"], pages["add_tag"]
     return [
-        *build_targets(corpus, pages),
+        *build_targets(corpus, pages, cores),
         target(corpus, "Size per binary (cache.db bytes / binaries)", size_text(database),
                f"<= {MAX_BYTES_PER_BINARY} bytes", database["bytes_per_binary"] <= MAX_BYTES_PER_BINARY),
         target(corpus, "Adding a tag beyond a plain copy / that tag alone", change_text(added, ADDING),
@@ -152,12 +158,12 @@ def pages_targets(shape, pages):
     ]  # fmt: skip
 
 
-def indexes_targets(indexes):
+def indexes_targets(indexes, cores):
     corpus = INDEXES_LABEL
     edges, big = indexes["edges"], indexes["big_tag"]
     per_edge = edges["bytes_per_edge"]
     found = [
-        *build_targets(corpus, indexes),
+        *build_targets(corpus, indexes, cores),
         target(corpus, "Bytes per dependency edge (edge tables and their indexes / edges)",
                "not measured: no edges or no dbstat" if per_edge is None
                else f"{per_edge:.1f} bytes ({edges['bytes'] / 1e6:.1f} MB / {edges['edges']:,} edges)",
@@ -186,11 +192,11 @@ def indexes_targets(indexes):
 
 
 def targets(results):
-    found = []
+    found, cores = [], results["machine"]["cores"]
     for shape, pages in results["pages"].items():
-        found += pages_targets(shape, pages)
+        found += pages_targets(shape, pages, cores)
     if "indexes" in results:
-        found += indexes_targets(results["indexes"])
+        found += indexes_targets(results["indexes"], cores)
     return found
 
 
@@ -270,7 +276,7 @@ def render_corpora(results):
     return ["## Corpora", "", *table(header, rows)]
 
 
-def render_full_build(builds, runs, lower_bound):
+def render_full_build(builds, runs, lower_bound, cores):
     full = builds["full_build"]
     return [
         "### Full build",
@@ -283,9 +289,30 @@ def render_full_build(builds, runs, lower_bound):
         "",
         *table(RUN_HEADER, [run_row("builder", full["builder"]), run_row("lower bound", full["lower_bound"])]),
         "",
-        f"Builder / lower bound: **{full['ratio_wall']:.2f}x** wall, {full['ratio_cpu']:.2f}x CPU.",
+        f"Builder / lower bound: **{full['ratio_wall']:.2f}x** wall, {full['ratio_cpu']:.2f}x CPU. "
+        + cpu_bound_sentence(full, cores),
         *render_write_floor(full),
     ]
+
+
+def cpu_bound_sentence(full, cores):
+    """What the build's CPU alone allows, spread over every core, against the target."""
+    ratio, cpu_s = cpu_bound_ratio(full, cores), full["builder"]["cpu_s"]
+    least_s = cpu_s / cores
+    if ratio > MAX_BUILD_RATIO:
+        verdict_text = (
+            f"over the {MAX_BUILD_RATIO}x target however well its processes overlap: the target needs the build to do"
+            " less work, not to wait less"
+        )
+    else:
+        verdict_text = (
+            f"within the {MAX_BUILD_RATIO}x target: the other {full['builder']['wall_s'] - least_s:.1f} s of its wall"
+            " time a core waits (on the other process, or while one works alone before and after the load)"
+        )
+    return (
+        f"Its {cpu_s:.1f} s of CPU (both processes) take at least {least_s:.1f} s on this machine's {cores} cores: "
+        f"**{ratio:.2f}x** the lower bound, {verdict_text}."
+    )
 
 
 def _warmed(full):
@@ -589,11 +616,13 @@ def render_full_text(serving):
     ]
 
 
-def render_pages(shape, pages, runs):
+def render_pages(shape, pages, runs, cores):
     return [
         f"## {SHAPE_LABELS[shape].capitalize()}",
         "",
-        *render_full_build(pages, runs, "benchmarks/lower_bound.py: orjson, flat executemany in one transaction"),
+        *render_full_build(
+            pages, runs, "benchmarks/lower_bound.py: orjson, flat executemany in one transaction", cores
+        ),
         "",
         *render_database(pages["database"]),
         "",
@@ -655,7 +684,7 @@ def render_dependency_questions(serving):
     ]
 
 
-def render_indexes(indexes, runs):
+def render_indexes(indexes, runs, cores):
     big = indexes["big_tag"]
     compared = (
         f"Binaries from indexes {indexes['binaries']:,}, from the usual shape's pages {indexes['page_binaries']:,}."
@@ -669,6 +698,7 @@ def render_indexes(indexes, runs):
             indexes,
             runs,
             "benchmarks/lower_bound_indexes.py: checksums, orjson, flat executemany of binaries, labels and edges",
+            cores,
         ),  # fmt: skip
         "",
         compared,
@@ -695,7 +725,7 @@ def render_report(results):
     for part in (render_targets(results), render_machine(results), render_corpora(results)):
         lines += part + [""]
     for shape, pages in results["pages"].items():
-        lines += render_pages(shape, pages, results["runs"]) + [""]
+        lines += render_pages(shape, pages, results["runs"], results["machine"]["cores"]) + [""]
     if "indexes" in results:
-        lines += render_indexes(results["indexes"], results["runs"]) + [""]
+        lines += render_indexes(results["indexes"], results["runs"], results["machine"]["cores"]) + [""]
     return "\n".join(lines)

@@ -4,6 +4,7 @@
                              [--corpus PATH] [--corpus-spread PATH] [--extra-tag PATH] [--extra-tag-spread PATH]
                              [--index-listing PATH] [--big-tag PATH] [--runs N] [--requests N] [--work DIR]
                              [--results DIR]
+    python benchmarks/run.py --render RESULTS_JSON [--results DIR]
 
 In one run, side by side (benchmarks/README.md explains each measure):
 - for each page shape (usual, spread): a full build from the pages against benchmarks/lower_bound.py
@@ -25,7 +26,8 @@ In one run, side by side (benchmarks/README.md explains each measure):
   package and external, and of the package with the most binaries) (each also as JSON: the query without its
   page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
-<name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
+<name>.json. --render measures nothing: it renders a run's saved JSON again with this code's report, its
+targets evaluated again (after a change to the report, so that the saved report stays what its code writes). Everything runs from a copy of the code taken at the start (WORK/code, also first on the
 served Datasette's PYTHONPATH for the plugin), so edits made meanwhile do not leak into the numbers.
 
 Inputs not given are generated into WORK/generated (replaced on each run): the usual-shape corpus with its
@@ -686,7 +688,6 @@ def run_benchmark(args, work):
         )
     results["machine"]["load_end"] = load_average()
     results["seconds"] = time.monotonic() - started
-    results["targets"] = targets(results)
     return results
 
 
@@ -719,6 +720,7 @@ def parse_args(argv):
     add("--requests", type=int, default=20, help="timed requests per URL, after one warm-up (default 20)")
     add("--work", type=Path, help="folder for the databases (default: a temporary folder, removed after)")
     add("--results", type=Path, default=BENCHMARKS / "results", help="folder for <name>.md and <name>.json")
+    add("--render", type=Path, metavar="RESULTS_JSON", help="measure nothing: report a run's saved results again")
     args = parser.parse_args(argv)
     args.incremental_runs = args.incremental_runs or args.runs
     if min(args.runs, args.incremental_runs, args.requests) < 1:
@@ -730,8 +732,12 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    with work_folder(args.work) as work:
-        results = run_benchmark(args, work)
+    if args.render:
+        results = json.loads(args.render.read_text())
+    else:
+        with work_folder(args.work) as work:
+            results = run_benchmark(args, work)
+    results["targets"] = targets(results)
     report = render_report(results)
     print(report)
     write_results(results, report, args.results)

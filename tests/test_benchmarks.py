@@ -846,3 +846,16 @@ def test_a_history_without_externals_is_asked_its_dependency_questions():
         "/cache/find_binaries?spec=%5Ecit",
     ]
     assert not [url for _, subject, url, _ in questions if "external" in subject]
+
+
+def test_the_saved_report_is_what_its_results_render_to(tmp_path):
+    """results/history.md is what run.py --render writes from history.json with this code's report.py: a change
+    to the report, or an edit of the saved report by hand, fails here until the run is rendered again."""
+    saved = ROOT / "benchmarks" / "results"
+    command = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--render", str(saved / "history.json")]
+    finished = subprocess.run(
+        [*command, "--results", str(tmp_path)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert (tmp_path / "history.md").read_text() == (saved / "history.md").read_text()
+    assert json.loads((tmp_path / "history.json").read_text()) == json.loads((saved / "history.json").read_text())
