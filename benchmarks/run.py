@@ -691,6 +691,17 @@ def run_benchmark(args, work):
     return results
 
 
+def saved_results(path):
+    """A run's results as write_results saved them; exits with one line naming path when it holds none."""
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        sys.exit(f"{path}: expected a run's results JSON ({error})")
+    if not isinstance(results, dict) or not {"name", "machine", "pages"} <= results.keys():
+        sys.exit(f"{path}: expected a run's results JSON (with name, machine and pages), found other JSON")
+    return results
+
+
 def write_results(results, report, folder):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{results['name']}.md").write_text(report)
@@ -733,7 +744,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     if args.render:
-        results = json.loads(args.render.read_text())
+        results = saved_results(args.render)
     else:
         with work_folder(args.work) as work:
             results = run_benchmark(args, work)

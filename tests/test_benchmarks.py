@@ -859,3 +859,16 @@ def test_the_saved_report_is_what_its_results_render_to(tmp_path):
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert (tmp_path / "history.md").read_text() == (saved / "history.md").read_text()
     assert json.loads((tmp_path / "history.json").read_text()) == json.loads((saved / "history.json").read_text())
+
+
+@pytest.mark.parametrize("saved", ["missing.json", "not.json", "other.json"])
+def test_rendering_what_is_no_saved_run_says_so_in_one_line(tmp_path, saved):
+    (tmp_path / "not.json").write_text("# a report, not its results\n")
+    (tmp_path / "other.json").write_text('{"name": "history"}\n')
+    command = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--render", str(tmp_path / saved)]
+    finished = subprocess.run(
+        [*command, "--results", str(tmp_path / "out")], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert finished.returncode == 1
+    assert finished.stderr.startswith(f"{tmp_path / saved}: expected a run's results JSON")
+    assert finished.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
