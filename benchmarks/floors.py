@@ -7,7 +7,7 @@ write: the rows of a built database written into an empty file with the same sch
 them: tables, the indexes a load reads and full-text indexes created first (create_schema), the other
 indexes once the rows are written (create_indexes_after_load), foreign keys checked, the
 build's PRAGMAs (open_for_build, as its writer process opens the file), each table copied with
-INSERT ... SELECT in the schema's load order, the full-text indexes rebuilt as a full build does, the file
+INSERT ... SELECT in the schema's load order, the full-text indexes filled as a full build does, the file
 synced to disk as the build's swap does. The columns are named, never `SELECT *`: into an empty table of
 the same shape, SQLite copies the records and index entries of a `SELECT *` in bulk (its transfer
 optimisation), which no build from pages could do. Reading
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from spack_cache_db import build
 from spack_cache_db.db.connection import database_uri, open_for_build
-from spack_cache_db.db.maintenance import rebuild_full_text
+from spack_cache_db.db.maintenance import index_new_rows
 from spack_cache_db.db.schema import COLUMNS, FULL_TEXT, LOAD_ORDER, create_indexes_after_load, create_schema
 from spack_cache_db.read import inputs
 from spack_cache_db.read.pages import find_inputs
@@ -76,7 +76,7 @@ def write_floor(built, new, tables=LOAD_ORDER):
         create_indexes_after_load(conn)
         clock.lap("indexes after the load")
         conn.execute("BEGIN")
-        rebuild_full_text(conn)
+        index_new_rows(conn, {rows: 1 for rows, _, _ in FULL_TEXT.values()})
         clock.lap("full-text indexes")
         conn.execute("COMMIT")
         with open(new, "rb") as written:

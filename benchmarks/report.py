@@ -358,7 +358,7 @@ def render_write_floor(full):
             "**Write floor** (`benchmarks/floors.py write`, after each build, alternating with the builds): the "
             "built database's own rows written into an empty file with the same schema (its indexes, foreign keys "
             "and full-text indexes as the build creates them, the build's PRAGMAs), table by table in the schema's "
-            f"load order with `INSERT ... SELECT`, the full-text indexes rebuilt, the file synced: {floor['seconds']:.2f} s "
+            f"load order with `INSERT ... SELECT`, the full-text indexes filled, the file synced: {floor['seconds']:.2f} s "
             f"(runs: {runs}), **{ratio:.2f}x** the lower bound; on its own {ratio / build_ratio:.0%} of the build's "
             "wall time. The lower bound is the floor of reading the pages (each page read and its JSON parsed with "
             f"orjson; its flat inserts without an index are a small part of it). Reading and writing one after the "

@@ -536,10 +536,7 @@ def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
         )
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
-    if full:
-        maintenance.rebuild_full_text(conn)
-    else:
-        maintenance.index_new_rows(conn, first_ids)
+    maintenance.index_new_rows(conn, first_ids)  # a full build's rows are all new
     conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
     conn.execute("ANALYZE")
     _write_build_info(conn, paths, plan)

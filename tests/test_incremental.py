@@ -258,9 +258,9 @@ def test_removing_a_tag_built_from_its_index_prunes_what_the_tag_had_not_the_his
 
 @pytest.mark.parametrize("index", schema.FULL_TEXT)
 def test_a_builds_new_rows_are_indexed_from_their_ids_whatever_the_statistics(tmp_path, index):
-    """The full-text index reads a build's new rows from the first new id on. With the statistics of the spread
-    history (84 listings per stack set), SQLite went over every stack set instead, through
-    listings_by_stack_set: 1.5 s instead of 0.1 s for a tag."""
+    """The full-text index reads a build's new rows (a full build's: every row) from the first new id on. With
+    the statistics of the spread history (84 listings per stack set), SQLite went over every stack set instead,
+    through listings_by_stack_set: 1.5 s instead of 0.1 s for a tag."""
     db = tmp_path / "cache.db"
     build([str(SITE)], db)
     conn = sqlite3.connect(db)
