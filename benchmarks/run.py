@@ -26,9 +26,10 @@ In one run, side by side (benchmarks/README.md explains each measure):
   package and external, and of the package with the most binaries) (each also as JSON: the query without its
   page), the dependencies view filtered by dependency and by hash.
 Prints a Markdown report and writes it, with every raw number as JSON, to benchmarks/results/<name>.md and
-<name>.json. --render measures nothing: it renders a run's saved JSON again with this code's report, its
-targets evaluated again (after a change to the report, so that the saved report stays what its code writes). Everything runs from a copy of the code taken at the start (WORK/code, also first on the
+<name>.json. Everything runs from a copy of the code taken at the start (WORK/code, also first on the
 served Datasette's PYTHONPATH for the plugin), so edits made meanwhile do not leak into the numbers.
+--render measures nothing: it renders a run's saved JSON again with this code's report, its targets
+evaluated again (after a change to the report, so that the saved report stays what its code writes).
 
 Inputs not given are generated into WORK/generated (replaced on each run): the usual-shape corpus with its
 indexes (their cache_spack_io_index.json is the default --index-listing), the spread-shape corpus as pages,
