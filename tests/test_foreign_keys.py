@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 
 import pytest
-from dump import COPIED_REFERENCES
+from dump import COPIED_REFERENCES, check_full_text
 from mirrors import write_v2
 from pagemaker import spack_hash, spec, write_page
 
@@ -130,8 +130,7 @@ def canonical(db):
     """Every table's rows as facts: ids left out, each reference to another row given as that row's facts."""
     conn = sqlite3.connect(db)
     try:
-        for index in schema.FULL_TEXT:
-            conn.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
+        check_full_text(conn)
         facts = {}
         for table in schema.LOAD_ORDER:  # parents first: a reference is replaced by facts already known
             if table in NOT_FROM_INPUTS:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from dump import check_full_text
 from mirrors import body, edited, sample_index, serving, status, subset, write_v2, write_v3
 from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
@@ -808,7 +809,7 @@ def test_keep_going_removes_what_a_failing_tag_wrote_before_it_failed(tmp_path, 
     assert rows(db, "SELECT count(*) AS n FROM versions WHERE version = '0.8.14'") == [{"n": 0}]
     assert rows(db, "PRAGMA foreign_key_check") == []
     conn = sqlite3.connect(db)
-    conn.execute("INSERT INTO listings_fts (listings_fts) VALUES ('integrity-check')")
+    check_full_text(conn)
     assert conn.execute("SELECT count(*) FROM listings_fts WHERE listings_fts MATCH 'libelf'").fetchone() == (2,)
 
 
