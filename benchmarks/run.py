@@ -692,15 +692,21 @@ def run_benchmark(args, work):
     return results
 
 
-def saved_results(path):
-    """A run's results as write_results saved them; exits with one line naming path when it holds none."""
+def reported(results):
+    """(results with their targets evaluated, the report)."""
+    results["targets"] = targets(results)
+    return results, render_report(results)
+
+
+def reported_again(path):
+    """reported() of a run's results as write_results saved them; exits with one line naming path when it holds
+    none, or lacks what this report reads."""
     try:
-        results = json.loads(path.read_text())
+        return reported(json.loads(path.read_text()))
     except (OSError, ValueError) as error:
         sys.exit(f"{path}: expected a run's results JSON ({error})")
-    if not isinstance(results, dict) or not {"name", "machine", "pages"} <= results.keys():
-        sys.exit(f"{path}: expected a run's results JSON (with name, machine and pages), found other JSON")
-    return results
+    except (KeyError, TypeError, AttributeError) as error:
+        sys.exit(f"{path}: expected a run's results JSON as run.py writes it ({type(error).__name__}: {error})")
 
 
 def write_results(results, report, folder):
@@ -745,12 +751,10 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     if args.render:
-        results = saved_results(args.render)
+        results, report = reported_again(args.render)
     else:
         with work_folder(args.work) as work:
-            results = run_benchmark(args, work)
-    results["targets"] = targets(results)
-    report = render_report(results)
+            results, report = reported(run_benchmark(args, work))
     print(report)
     write_results(results, report, args.results)
 

@@ -861,10 +861,12 @@ def test_the_saved_report_is_what_its_results_render_to(tmp_path):
     assert json.loads((tmp_path / "history.json").read_text()) == json.loads((saved / "history.json").read_text())
 
 
-@pytest.mark.parametrize("saved", ["missing.json", "not.json", "other.json"])
+@pytest.mark.parametrize("saved", ["missing.json", "not.json", "other.json", "partial.json", "list.json"])
 def test_rendering_what_is_no_saved_run_says_so_in_one_line(tmp_path, saved):
     (tmp_path / "not.json").write_text("# a report, not its results\n")
     (tmp_path / "other.json").write_text('{"name": "history"}\n')
+    (tmp_path / "partial.json").write_text('{"name": "history", "machine": {}, "pages": {}}\n')
+    (tmp_path / "list.json").write_text("[1, 2]\n")
     command = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--render", str(tmp_path / saved)]
     finished = subprocess.run(
         [*command, "--results", str(tmp_path / "out")], check=False, capture_output=True, text=True, timeout=60
