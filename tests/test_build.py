@@ -2,6 +2,7 @@ import contextlib
 import json
 import sqlite3
 import sys
+import threading
 
 import pytest
 from dump import every_row
@@ -10,8 +11,13 @@ from paths import SEEDS, SITE
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
-from spack_cache_db.db.schema import SCHEMA_VERSION, VIEW_COUNTS, VIEW_ROWS_OF
-from spack_cache_db.records import InputError
+from spack_cache_db.db import load, writer
+from spack_cache_db.db.connection import open_for_build
+from spack_cache_db.db.load import Loader
+from spack_cache_db.db.schema import ROWS, SCHEMA_VERSION, VIEW_COUNTS, VIEW_ROWS_OF, create_schema
+from spack_cache_db.db.writer import MESSAGES_AHEAD
+from spack_cache_db.read.pages import SourceFile, page_document, read_page
+from spack_cache_db.records import Configurations, InputError
 
 
 def rows(db, sql, params=()):
@@ -272,13 +278,8 @@ def test_the_writer_keeps_the_ids_of_listings_from_batch_to_batch(tmp_path, know
     """A listing the writer wrote, or looked up in the file (an earlier build's), in one batch is named by the
     page_specs of the next by the id it kept, not looked up again: once another connection has changed the
     listing's stack set, a lookup by identity would find nothing and the insert would refuse the row."""
-    from spack_cache_db.db import writer
-    from spack_cache_db.db.connection import open_for_build
-    from spack_cache_db.db.load import STATEMENTS
-    from spack_cache_db.db.schema import ROWS, create_schema
-
     listing = (1, 1)  # (configuration id, stack set id): the writer's process does not check references
-    listing_row = ("listings", STATEMENTS["listings"], [tuple(ROWS["listings"](None, *listing))])
+    listing_row = ("listings", load.STATEMENTS["listings"], [tuple(ROWS["listings"](None, *listing))])
 
     def binary(number):  # the rows of one binary of the listing
         spec = ROWS["specs"](id=None, hash=spack_hash(number), configuration_id=1, size=None, external=0)
@@ -287,8 +288,8 @@ def test_the_writer_keeps_the_ids_of_listings_from_batch_to_batch(tmp_path, know
             standard_tarball=0, extra=None,
         )  # fmt: skip
         return [
-            ("specs", STATEMENTS["specs"], [tuple(spec)]),
-            ("page_specs", STATEMENTS["page_specs"], [tuple(page_spec)]),
+            ("specs", load.STATEMENTS["specs"], [tuple(spec)]),
+            ("page_specs", load.STATEMENTS["page_specs"], [tuple(page_spec)]),
         ]
 
     db = tmp_path / "cache.db"
@@ -316,11 +317,6 @@ def test_the_writer_keeps_the_ids_of_listings_from_batch_to_batch(tmp_path, know
 def test_a_page_rolled_back_takes_its_listings_out_of_those_the_loader_remembers(tmp_path):
     """No build rolls a page back once its listings are queued today (add_document checks before it queues), so
     the loader is driven directly: a listing forgotten with its page is queued again by the next page naming it."""
-    from spack_cache_db.db.load import Loader
-    from spack_cache_db.db.schema import create_schema
-    from spack_cache_db.read.pages import SourceFile, page_document, read_page
-    from spack_cache_db.records import Configurations
-
     configurations = Configurations()
     rolled_back, next_one = (
         page_document(read_page(SourceFile(str(path), True), path.read_bytes()), configurations)
@@ -340,8 +336,6 @@ def test_a_page_rolled_back_takes_its_listings_out_of_those_the_loader_remembers
 
 
 def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_reason(tmp_path, monkeypatch):
-    from spack_cache_db.db import load
-
     write_page(tmp_path, "cli11", "develop", [spec(2)])
     page = write_page(tmp_path, "bolt", "develop", [spec(1)])
     monkeypatch.setitem(
@@ -360,10 +354,6 @@ def test_a_row_the_writer_refuses_stops_the_build_naming_the_page_and_sqlites_re
 
 
 def test_a_build_beside_other_threads_starts_its_writer_from_a_clean_process(tmp_path):
-    import threading
-
-    from spack_cache_db.db import writer
-
     write_page(tmp_path, "bolt", "develop", [spec(1), spec(2, target="zen3")])
     stop = threading.Event()
     waiting = threading.Thread(target=stop.wait)
@@ -492,10 +482,6 @@ def writer_of_a_held_file(tmp_path):
     """A BackgroundWriter on a new database that another connection holds once the writer has opened it: the
     writer waits for each write (up to sqlite3's 5 s, then it stops). Yields the writer, the database and a
     function that lets the file go."""
-    from spack_cache_db.db import writer
-    from spack_cache_db.db.connection import open_for_build
-    from spack_cache_db.db.schema import create_schema
-
     db = tmp_path / "cache.db"
     conn = open_for_build(db)
     create_schema(conn)
@@ -513,9 +499,6 @@ def writer_of_a_held_file(tmp_path):
 
 def problems_batch(count=2000):
     """A batch of problems rows of 1 kB each: 2 MB, where a pipe no one reads from takes a few hundred kB."""
-    from spack_cache_db.db import load, writer
-    from spack_cache_db.db.schema import ROWS
-
     rows = [
         tuple(ROWS["problems"](None, f"{n:04}".ljust(1000, "x"), "f", "m", "warning", None, None)) for n in range(count)
     ]
@@ -525,8 +508,6 @@ def problems_batch(count=2000):
 def test_the_writer_takes_batches_off_the_pipe_while_it_cannot_write(tmp_path):
     """While the writer waits on one batch, the build hands it MESSAGES_AHEAD more and reads on; they are all
     written once it can."""
-    from spack_cache_db.db.writer import MESSAGES_AHEAD
-
     batches = MESSAGES_AHEAD + 1  # the one being written, and those queued behind it
     with writer_of_a_held_file(tmp_path) as (background, db, let_go):
         for _ in range(batches):
