@@ -31,7 +31,12 @@ from spack_cache_db.read.pages import (
 )
 from spack_cache_db.records import Configurations, InputError
 
-FLUSH_EVERY = 20000  # queued binaries before rows are written
+FLUSH_EVERY = 20000  # queued binaries before rows are written, once the writer is under way
+# The first batch's binaries: batches grow from it to FLUSH_EVERY, and shrink back to it as the pages run out,
+# so that the writer starts soon after the build does, and has little left to write once the last page is read.
+# Adding a tag to a 100-tag history took 0.3 s less of 4.6 s (usual shape; its load 0.35 s less of 2.9 in the
+# spread shape), building that tag alone 0.1-0.2 s less of 1.5-2.5; a whole history as before (69-75 s).
+FLUSH_LEAST = 2500
 # Reading makes many objects per binary: the garbage collector's default (a look at the young objects every 700
 # allocations) cost a tenth of the reading's CPU, looking for cycles the build does not make.
 YOUNG_OBJECTS_PER_COLLECTION = 100_000
@@ -352,14 +357,15 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
             progress.start(len(plan.to_read))
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
         counted = set()  # tags the writer counted after their last page, while this process read on
-        tag = None
-        for source in plan.to_read:  # sorted by path: a tag's pages come together
+        tag, listed = None, 0
+        for number, source in enumerate(plan.to_read, 1):  # sorted by path: a tag's pages come together
             if source.folder_tag != tag:
                 counted |= loader.count_written_tags()
                 tag = source.folder_tag
                 configurations.new_tag()
             specs = _load_file(loader, configurations, source, summary, keep_going, read_from_pages)
-            _flush_now_and_then(loader)
+            listed += specs
+            _flush_now_and_then(loader, to_come=listed * (len(plan.to_read) - number) // number)
             if progress:
                 progress.advance(1, specs)
         counted |= loader.count_written_tags()
@@ -497,11 +503,14 @@ def _load_index_tag(loader, configurations, index_tag, summary, keep_going, prog
         loader.queue(_problem(error, tag=tag))
 
 
-def _flush_now_and_then(loader):
-    """Hand rows to the writer in batches, so that it inserts them while this process reads on. What is kept
-    from then on (the loader's ids and configurations: millions of objects) is moved out of the garbage
-    collector's sight: it would scan them again and again, for cycles the build does not make."""
-    if len(loader.pending["page_specs"]) + len(loader.pending["spec_dependencies"]) >= FLUSH_EVERY:
+def _flush_now_and_then(loader, to_come=None):
+    """Hand rows to the writer in batches, so that it inserts them while this process reads on: of FLUSH_LEAST
+    binaries at first, then of as many as were handed before, up to FLUSH_EVERY; fewer again, down to
+    FLUSH_LEAST, as fewer are still to come (to_come, where the build can tell). What is kept from then on (the
+    loader's ids and configurations: millions of objects) is moved out of the garbage collector's sight: it
+    would scan them again and again, for cycles the build does not make."""
+    batch = min(loader.handed, FLUSH_EVERY if to_come is None else to_come)
+    if loader.queued() >= min(FLUSH_EVERY, max(FLUSH_LEAST, batch)):
         loader.flush()
         gc.freeze()
 

@@ -256,6 +256,28 @@ def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, mon
         assert rows(tmp_path / "many.db", sql) == rows(tmp_path / "one.db", sql)
 
 
+def test_batches_start_small_grow_and_end_small(tmp_path, monkeypatch):
+    """The writer gets rows soon after the build starts, and has few left to write once the last page is read:
+    batches of FLUSH_LEAST binaries at first, growing to FLUSH_EVERY, and shrinking again as the pages run out."""
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_EVERY", 8)
+    monkeypatch.setattr("spack_cache_db.build.FLUSH_LEAST", 2)
+    for number in range(20):
+        write_page(tmp_path, f"pkg{number}", "develop", [spec(2 * number), spec(2 * number + 1, target="zen3")])
+    batches = []
+    write = writer.BackgroundWriter.write
+
+    def noting_sizes(self, tables, origins):
+        batches.append(sum(len(rows) for table, _, rows in tables if table == "page_specs"))
+        write(self, tables, origins)
+
+    monkeypatch.setattr(writer.BackgroundWriter, "write", noting_sizes)
+    build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    # 2, then as many as before (2, 4), up to 8; then fewer as fewer are to come: 6, 4 and 2 after 17, 18 and 19
+    # of the 20 pages (2 binaries each), so 4 after 18, 2 after 19 and the last 2 after 20.
+    assert batches == [2, 2, 4, 8, 8, 8, 4, 2, 2]
+    assert len(rows(tmp_path / "cache.db", "SELECT * FROM binaries")) == 40
+
+
 @pytest.mark.parametrize("remembered", [1, 1000])
 def test_listings_remembered_from_batch_to_batch_build_what_one_batch_builds(tmp_path, monkeypatch, remembered):
     """Whatever the loader and the writer remember of the listings from batch to batch (LISTINGS_REMEMBERED; 1:

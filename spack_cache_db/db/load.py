@@ -58,6 +58,7 @@ class Loader:
         self.stack_set_by_stacks = {}  # Binary.stacks -> stack set id: no JSON text made per listing
         self.kind_ids = {}  # DependencyKind -> id
         self.tags_written = set()  # ids of the tags given pages since the last count_written_tags()
+        self.handed = 0  # binaries and edges handed to the writer
         # Pages are numbered without a lookup of every existing row.
         self.next_id["pages"] = conn.execute("SELECT ifnull(max(id), 0) + 1 FROM pages").fetchone()[0]
         self.pages_by_name = {}  # tag -> {package: path}: the pages kept, read for a tag when it first comes
@@ -378,10 +379,15 @@ class Loader:
             self.writer.count_tags(sorted(counted))
         return counted
 
+    def queued(self):
+        """The binaries and edges queued for the next batch."""
+        return len(self.pending["page_specs"]) + len(self.pending["spec_dependencies"])
+
     def flush(self):
         """Hand the queued rows to the writer, as plain tuples in their table's column order."""
         batches = [(table, STATEMENTS[table], list(map(tuple, rows))) for table, rows in self.pending.items() if rows]
         if batches:
+            self.handed += self.queued()
             self.writer.write(batches, self.origins)
             self.pending = {table: [] for table in schema.LOAD_ORDER}
             if len(self.queued_listings) > LISTINGS_REMEMBERED:  # queued again, a listing is written once
