@@ -36,7 +36,7 @@ class Origin:
 # Messages (batches, counts) the writer takes off the pipe before it writes them. With the pipe alone, the build
 # waited while the writer counted a tag, and the writer waited while the build read the next one. Three took 6%
 # off building 20 tags of either shape and added 45 MiB to the peak RSS of 20 spread tags (a batch holds the
-# rows of build.FLUSH_EVERY binaries).
+# rows of up to build.FLUSH_EVERY binaries).
 MESSAGES_AHEAD = 3
 _BUILD_GONE = object()
 # Listings are named by batch after batch: a tag's pages name mostly the listings of the tags before (a 100-tag
