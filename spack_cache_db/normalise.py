@@ -235,14 +235,6 @@ COMPILER_TEMPLATE = " %{compiler}"
 NO_COMPILER = "none"
 
 
-def spec_string(package, version, variants, platform, os, target, compiler):
-    """A configuration's spec string (the database's views write the same with template_sql)."""
-    text = SPEC_TEMPLATE.format(
-        package=package, version=version, variants=spec_variants(variants), platform=platform, os=os, target=target
-    )
-    return text if compiler.name == NO_COMPILER else text + COMPILER_TEMPLATE.format(compiler=compiler)
-
-
 def template_sql(template, expressions):
     """A template's text as an SQL concatenation, each {field} replaced by the SQL expression given for it."""
     parts = []

@@ -8,6 +8,7 @@ import pytest
 from dump import every_row
 from pagemaker import meta_for, spack_hash, spec, write_page
 from paths import SEEDS, SITE
+from spec_strings import spec_string
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
@@ -446,7 +447,7 @@ def test_row_counts_of_a_database_from_indexes_are_live_counts(index_db):
 
 
 def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):
-    """configuration_specs and binaries write spec strings in SQL; normalise.spec_string is the reference."""
+    """configuration_specs and binaries write spec strings in SQL; spec_strings.spec_string is the reference."""
     conn = sqlite3.connect(cache_db)
     rows = conn.execute(
         "SELECT configuration_specs.spec, packages.name, versions.version, variant_sets.variants, platforms.name,"
@@ -459,9 +460,7 @@ def test_spec_strings_written_in_sql_match_spacks_syntax(cache_db):
     assert len(rows) == conn.execute("SELECT count(*) FROM configurations").fetchone()[0] > 50
     for spec_text, package, version, variants, platform, os, target, compiler in rows:
         parsed = [normalise.parse_variant(raw) for raw in json.loads(variants)]
-        expected = normalise.spec_string(
-            package, version, parsed, platform, os, target, normalise.parse_compiler(compiler)[0]
-        )
+        expected = spec_string(package, version, parsed, platform, os, target, normalise.parse_compiler(compiler)[0])
         assert spec_text == expected
     assert (
         conn.execute("SELECT count(*) FROM binaries JOIN configuration_specs USING (spec)").fetchone()[0]

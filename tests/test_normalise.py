@@ -3,6 +3,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from spec_strings import spec_string
 
 from spack_cache_db.normalise import (
     Compiler,
@@ -10,7 +11,6 @@ from spack_cache_db.normalise import (
     next_version_key,
     parse_compiler,
     parse_variant,
-    spec_string,
     tag_sort_key,
     version_key,
     version_sort_key,

@@ -349,7 +349,7 @@ FULL_TEXT = {
     "packages_fts": ("packages", "packages", "trigram"),  # any part of a name
 }
 
-# A configuration's Spack spec string, from the tables a view joins, as normalise.spec_string writes it.
+# A configuration's Spack spec string (normalise.SPEC_TEMPLATE), from the tables a view joins.
 SPEC_SQL = (
     template_sql(
         SPEC_TEMPLATE,
