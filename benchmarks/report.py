@@ -496,10 +496,7 @@ def render_unchanged_floor(added):
             "file meets it."
         ]
     else:
-        verdicts = [
-            floor_verdict("adding", added["ratio_wall"], without_floor(added, ADDING)),
-            floor_verdict("removing", added["remove_ratio_wall"], without_floor(added, REMOVING)),
-        ]
+        verdicts = floor_verdicts(added)
     return " ".join(
         [
             f"**Unchanged-input floor** (`benchmarks/floors.py unchanged`, after each addition): finding out, with "
@@ -508,20 +505,29 @@ def render_unchanged_floor(added):
             "building that tag alone; no incremental build skips it, adding the tag or removing it again. Without "
             f"it, adding the tag costs **{without_floor(added, ADDING):.2f}x** building that tag alone, and "
             f"removing it again **{without_floor(added, REMOVING):.2f}x**.",
-            *filter(None, verdicts),
+            *verdicts,
         ]
     )
 
 
-def floor_verdict(change, ratio, without):
+def floor_verdicts(added):
+    """What the unchanged-input floor says of adding the tag and of removing it again, a sentence per verdict
+    ('For adding and removing, ...' when both have the same); none for a change that meets the target."""
+    named = {}  # verdict -> the changes it is said of
+    for name, change in (("adding", ADDING), ("removing", REMOVING)):
+        _, ratio, _ = change
+        verdict = floor_verdict(added[ratio], without_floor(added, change))
+        if verdict:
+            named.setdefault(verdict, []).append(name)
+    return [f"For {' and '.join(names)}, {verdict}" for verdict, names in named.items()]
+
+
+def floor_verdict(ratio, without):
     """What the unchanged-input floor says of one change's ratio ('' when it meets the target)."""
     if ratio > MAX_ADD_TAG_RATIO >= without:
-        return f"For {change}, this floor is what keeps the ratio over the {MAX_ADD_TAG_RATIO}x target."
+        return f"this floor is what keeps the ratio over the {MAX_ADD_TAG_RATIO}x target."
     if without > MAX_ADD_TAG_RATIO:
-        return (
-            f"For {change}, the ratio is still over the {MAX_ADD_TAG_RATIO}x target without it: the rest is the "
-            "build's own."
-        )
+        return f"the ratio is still over the {MAX_ADD_TAG_RATIO}x target without it: the rest is the build's own."
     return ""
 
 

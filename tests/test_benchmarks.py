@@ -662,6 +662,41 @@ def benchmark_module(name):
     return importlib.import_module(name)
 
 
+@pytest.mark.parametrize(
+    ("adding", "removing", "said"),
+    [
+        ((2.3, 3.7), (2.0, 3.3), ["For adding and removing, this floor is what keeps the ratio over the 1.5x target."]),
+        (
+            (2.1, 5.6),
+            (1.3, 3.5),
+            ["For adding, the ratio is still over the 1.5x target without it: the rest is the build's own."],
+        ),
+        (
+            (2.3, 3.7),
+            (2.0, 5.6),
+            [
+                "For adding, this floor is what keeps the ratio over the 1.5x target.",
+                "For removing, the ratio is still over the 1.5x target without it: the rest is the build's own.",
+            ],
+        ),
+        ((1.4, 2.3), (1.2, 2.0), []),
+    ],
+)
+def test_the_report_says_what_keeps_adding_and_removing_a_tag_over_the_target(adding, removing, said):
+    """Each change's (ratio, seconds beyond the copy), with a floor of 1.6 s and the tag alone in 1.65 s: one
+    sentence per verdict, naming every change it is said of."""
+    (added_ratio, added_s), (removed_ratio, removed_s) = adding, removing
+    added = {
+        "ratio_wall": added_ratio,
+        "beyond_copy_s": added_s,
+        "remove_ratio_wall": removed_ratio,
+        "remove_beyond_copy_s": removed_s,
+        "unchanged_floor": {"seconds": 1.6},
+        "tag_alone": {"wall_s": 1.65},
+    }
+    assert benchmark_module("report").floor_verdicts(added) == said
+
+
 @pytest.fixture(scope="module")
 def floors():
     return benchmark_module("floors")
