@@ -34,9 +34,10 @@ from spack_cache_db.records import Configurations, InputError
 FLUSH_EVERY = 20000  # queued binaries before rows are written, once the writer is under way
 # The first batch's binaries: batches grow from it to FLUSH_EVERY, and shrink back to it as the pages run out,
 # so that the writer starts soon after the build does, and has little left to write once the last page is read.
-# Adding a tag to a 100-tag history took 0.31 s less of 4.67 (usual shape; its load 0.33 s less of 2.84 in the
-# spread shape), building that tag alone 0.1-0.2 s less of 1.5-2.5; the whole history's build was within its
-# noise (69-75 s against 71-72).
+# Side by side with batches of FLUSH_EVERY throughout: adding a tag to a 100-tag history took 0.20 s less of
+# 4.03 (usual shape; 0.26 s less of 5.90 in the spread shape), building that tag alone 0.18 s less of 1.68
+# (0.22 of 2.64), so the one's ratio to the other did not shrink; the whole history's build was within its noise
+# (69-75 s against 71-72).
 FLUSH_LEAST = 2500
 # Reading makes many objects per binary: the garbage collector's default (a look at the young objects every 700
 # allocations) cost a tenth of the reading's CPU, looking for cycles the build does not make.
