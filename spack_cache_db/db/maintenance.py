@@ -185,11 +185,10 @@ def refresh_counts(conn, tag_ids, count_every_row):
     (count_every_row: a full build, else keep_counts_as_written kept them); then row_counts of every table and
     view."""
     count_tags(conn, tag_ids)
-    for kept in schema.KEPT_COUNTS:
-        if count_every_row:
+    if count_every_row:
+        for kept in schema.KEPT_COUNTS:
             conn.execute(f"DELETE FROM {kept.table}")
             conn.execute(kept.count_every_row)
-        conn.execute(f"DELETE FROM {kept.table} WHERE {kept.count_column} = 0")
     counts = {view: conn.execute(sql).fetchone()[0] for view, sql in schema.VIEW_COUNTS.items()}
     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     counts.update(

@@ -854,14 +854,19 @@ KEPT_COUNTS = (
 
 def count_as_written(kept, event):
     """A temporary trigger that keeps a count as its connection writes (INSERT) or deletes (DELETE, cascades
-    too) the rows it counts."""
+    too) the rows it counts. A count that a deletion takes to 0 goes, looked up by its key: deleting every
+    count of 0 afterwards would read the whole count table (a row per listing) however little was deleted."""
     row, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
     keys, count = COLUMNS[kept.table][:-1], kept.count_column
+    values = ", ".join(value.format(row=row) for value in kept.key)
+    key_from = kept.key_from.format(row=row)
+    emptied = f"DELETE FROM {kept.table} WHERE ({', '.join(keys)}) IN (SELECT {values} {key_from}) AND {count} = 0;"
     return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{kept.table}_{event.lower()} AFTER {event} ON main.{kept.rows}
     BEGIN
         INSERT INTO {kept.table} ({", ".join(keys)}, {count})
-        SELECT {", ".join(value.format(row=row) for value in kept.key)}, {sign}1
-        {kept.key_from.format(row=row)} ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
+        SELECT {values}, {sign}1
+        {key_from} ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
+        {emptied if event == "DELETE" else ""}
     END"""
 
 
