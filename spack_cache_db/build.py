@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,16 +112,22 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
         return summary
     temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     compacted = temporary.with_name(temporary.name + ".new")
+    adding = existing is not None and _adds_only(plan, existing)
     try:
-        if existing is not None:
-            shutil.copyfile(output, temporary)
-        else:
+        if existing is None:
             temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
+        elif adding:  # the writer copies it while this process reads the new pages, looking rows up in the output
+            with closing(sqlite3.connect(database_uri(output), uri=True)) as output_conn:
+                loaded = _load(output_conn, temporary, plan, summary, keep_going, tags, progress, copy_of=output)
+        else:
+            shutil.copyfile(output, temporary)
         conn = open_for_build(temporary)
         try:
             if existing is None:
                 create_schema(conn)
-            first_ids, uncounted_tags = _load(conn, temporary, plan, summary, keep_going, tags, progress)
+            if not adding:
+                loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress)
+            first_ids, uncounted_tags = _after_load(conn, loaded, summary)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
                 raise BuildError(
                     f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
@@ -322,12 +329,60 @@ def _change(source, before):
     return now if file_digest(data) == digest else "content"
 
 
-def _load(conn, path, plan, summary, keep_going, tags, progress):
+def _adds_only(plan, existing):
+    """Whether the build only adds pages to the existing database: no page read before is read again or gone,
+    and no tag of indexes changes, so that it deletes nothing before the new rows are written but
+    DELETED_BEFORE_WRITING."""
+    indexes = plan.indexes
+    return not (
+        plan.removed
+        or indexes.to_load
+        or indexes.removed
+        or indexes.failures
+        or any(source.path in existing["sources"] for source in plan.to_read)
+    )
+
+
+# {table: WHERE} of the rows every build onto an existing database deletes before it writes: it records them
+# again as it reads.
+DELETED_BEFORE_WRITING = {
+    "tag_stacks": "true",  # from tags.yaml
+    "problems": "path NOT IN (SELECT path FROM sources)",  # problems with inputs rather than files read
+}
+
+
+def _refreshed(plan):
+    """The statements, (SQL, parameters), that every build onto an existing database runs before it writes."""
+    return [
+        *((f"DELETE FROM {table} WHERE {where}", ()) for table, where in DELETED_BEFORE_WRITING.items()),
+        *(
+            (
+                "UPDATE sources SET mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
+                (now.mtime_ns, now.ctime_ns, now.inode, source.path),
+            )
+            for source, now in plan.touched
+        ),
+    ]
+
+
+@dataclass
+class Loaded:
+    first_ids: dict  # table -> the first id of the rows the build wrote
+    changed_tags: set  # the ids of the tags whose pages went before the load
+    counted: set  # tags the writer counted after their last page
+    conflicts: list  # InputError, with keep_going: the writer's
+    index_sources: dict  # where a tag's rows are marked as coming from -> the tag
+    released: dict  # {table: [ids]} of rows the writer's deletions released (maintenance.released_by_deleting)
+
+
+def _load(conn, path, plan, summary, keep_going, tags, progress, copy_of=None):
     """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
-    second process writes their rows into it."""
+    second process writes their rows into it. copy_of: the output, which the writer process copies to path
+    first, for a build that only adds pages (_adds_only): conn is the output's, read-only, which holds what
+    the copy holds until the writer writes."""
     changed_tags = set()
-    maintenance.track_releases(conn)
-    if summary.incremental:
+    if summary.incremental and copy_of is None:
+        maintenance.track_releases(conn)
         maintenance.keep_counts_as_written(conn, ["DELETE"])  # the writer counts the rows it writes
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
@@ -338,15 +393,16 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
             maintenance.prune_orphans(conn, full_text=True, counted=True)
-        conn.execute("DELETE FROM tag_stacks")  # loaded again from tags.yaml
-        conn.execute("DELETE FROM problems WHERE path NOT IN (SELECT path FROM sources)")  # recorded again
-        for source, now in plan.touched:
-            conn.execute(
-                "UPDATE sources SET mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
-                (now.mtime_ns, now.ctime_ns, now.inode, source.path),
-            )
+        for statement, parameters in _refreshed(plan):
+            conn.execute(statement, parameters)
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
-    writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental)
+    first, released = (), {}
+    if copy_of is not None:
+        first = _refreshed(plan)
+        for table, where in DELETED_BEFORE_WRITING.items():
+            for parent, ids in maintenance.released_by_deleting(conn, table, where).items():
+                released.setdefault(parent, []).extend(ids)
+    writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental, copy_of=copy_of, first=first)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     thresholds = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])
@@ -389,16 +445,25 @@ def _load(conn, path, plan, summary, keep_going, tags, progress):
         writer.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+    # the loader's memory is released before the file is finished
+    return Loaded(loader.first_ids, changed_tags, counted, writer.conflicts, index_sources, released)
+
+
+def _after_load(conn, loaded, summary):
+    """(the first ids of the rows written, the tags whose pages changed since the writer last counted them)."""
     if not summary.incremental:  # before anything is deleted: deleting reads them
         schema.create_indexes_after_load(conn)
+    maintenance.track_releases(conn)  # for what goes from here on (_load may have set this connection up)
+    maintenance.note_released(conn, loaded.released)
+    if summary.incremental:
+        maintenance.keep_counts_as_written(conn, ["DELETE"])
     conn.execute("BEGIN")
-    changed_tags.update(
-        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loader.first_ids["pages"],))
-    )
-    _leave_out_conflicts(conn, writer.conflicts, index_sources, summary)
-    if writer.conflicts:  # pages left out after their tags were counted
-        counted = set()
-    return loader.first_ids, changed_tags - counted  # the loader's memory is released before the file is finished
+    changed_tags = loaded.changed_tags | {
+        row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loaded.first_ids["pages"],))
+    }
+    _leave_out_conflicts(conn, loaded.conflicts, loaded.index_sources, summary)
+    counted = set() if loaded.conflicts else loaded.counted  # pages left out after their tags were counted
+    return loaded.first_ids, changed_tags - counted
 
 
 def _leave_out_conflicts(conn, conflicts, index_sources, summary):

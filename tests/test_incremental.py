@@ -115,6 +115,24 @@ def test_a_new_tag_is_added_like_a_full_build(site, tmp_path):
     assert canonical(db) == full_build(site, tmp_path)
 
 
+def test_only_a_build_that_deletes_nothing_first_has_its_writer_copy_the_database(site, tmp_path, monkeypatch):
+    """Adding pages, the writer process copies the database while the build reads them (this process copies
+    nothing); changing a page, the build copies it first and deletes the page's rows before anything is written."""
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    copied = []
+    real_copy = shutil.copyfile
+    monkeypatch.setattr(shutil, "copyfile", lambda *paths: copied.append(paths) or real_copy(*paths))
+    write_page(site, "bolt", "develop-2025-06-01", [spec("a new bolt")])
+    summary = build([str(site)], db)
+    assert (summary.incremental, summary.pages_read, copied) == (True, 1, [])
+    assert canonical(db) == full_build(site, tmp_path)
+    write_page(site, "bolt", "develop-2025-06-01", [spec("another new bolt")])
+    summary = build([str(site)], db)
+    assert (summary.pages_read, [source for source, _ in copied]) == (1, [db])
+    assert canonical(db) == full_build(site, tmp_path)
+
+
 def test_a_version_gone_ranks_the_others_like_a_full_build(site, tmp_path):
     """An update ranks again only the packages whose versions changed: a version gone leaves a gap in the
     others' ranks (or none, the newest gone), a new one is loaded with rank 0; other packages keep theirs."""

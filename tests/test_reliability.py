@@ -172,6 +172,28 @@ def test_a_full_disk_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
     assert temporaries(db) == []
 
 
+def test_a_full_disk_while_the_writer_copies_the_database_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
+    """A build that only adds pages has its writer process copy the database (build._adds_only): the copy
+    fails half-way."""
+    db = tmp_path / "cache.db"
+    assert builder(corpus / "site", "-o", db).wait() == 0
+    before = db.read_bytes()
+    half = len(before) // 2
+
+    def limit_to_half():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (half, half))
+
+    process = builder(corpus / "site", corpus / "newtag", "-o", db, preexec_fn=limit_to_half)
+    _, stderr = process.communicate()
+    assert process.returncode == 1
+    assert stderr.startswith(f"Error: {db}: could not write the new database beside it ([Errno 27] File too large"), (
+        stderr
+    )
+    assert stderr.endswith(f"{db} was left as it was.\n")
+    assert db.read_bytes() == before
+    assert temporaries(db) == []
+
+
 def test_an_unwritable_folder_gives_a_clear_error(tmp_path):
     for output in ("/proc/cache.db", tmp_path / "missing" / "cache.db"):
         process = builder(SEEDS, "-o", output)

@@ -97,6 +97,23 @@ def track_releases(conn):
         conn.execute(statement)
 
 
+def released_by_deleting(conn, table, where):
+    """{KEPT_WHILE_USED table: [ids]} of the rows that deleting the rows of table matching where releases, read
+    before they are deleted; where another connection deletes them, note_released gives them to this one."""
+    return {
+        r.parent: [row[0] for row in conn.execute(f"SELECT DISTINCT {r.column} FROM {table} WHERE {where}")]
+        for r in schema.REFERENCES
+        if r.child == table and r.parent in schema.KEPT_WHILE_USED and not r.cascade
+    }
+
+
+def note_released(conn, released):
+    """Make these rows ({table: [ids]}, released_by_deleting) candidates for prune_orphans, as track_releases
+    would have had this connection deleted what released them."""
+    for table, ids in released.items():
+        conn.executemany(f"INSERT OR IGNORE INTO temp.released_{table} VALUES (?)", [(i,) for i in ids])
+
+
 def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED, counted=False):
     """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
     belong to them go by ON DELETE CASCADE). The rows looked at are those that lost a reference since

@@ -4,6 +4,7 @@ import gc
 import json
 import multiprocessing
 import queue
+import shutil
 import signal
 import sqlite3
 import sys
@@ -53,8 +54,10 @@ class BackgroundWriter:
     build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
     locks keep each read whole)."""
 
-    def __init__(self, path, keep_going=False, keep_counts=False):
-        """keep_counts: keep the counts of schema.KEPT_COUNTS as rows are written (maintenance.keep_counts_as_written)."""
+    def __init__(self, path, keep_going=False, keep_counts=False, copy_of=None, first=()):
+        """keep_counts: keep the counts of schema.KEPT_COUNTS as rows are written (maintenance.keep_counts_as_written).
+        copy_of: a file this process copies to path before it writes, while the build reads on; first:
+        statements, (SQL, parameters), it runs before the batches, in their transaction."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
         method = _start_method()
@@ -63,7 +66,9 @@ class BackgroundWriter:
             context.set_forkserver_preload([__name__])  # its server imports this module once, not each writer
         self.pipe, child_end = context.Pipe()
         self.process = context.Process(
-            target=_write_batches, args=(str(path), child_end, self.pipe, keep_counts), daemon=True
+            target=_write_batches,
+            args=(str(path), child_end, self.pipe, keep_counts, copy_of and str(copy_of), list(first)),
+            daemon=True,
         )
         self.process.start()
         child_end.close()
@@ -138,7 +143,7 @@ def _start_method():
     return "fork" if threading.active_count() == 1 else "forkserver"
 
 
-def _write_batches(path, pipe, builds_end, keep_counts):
+def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first):
     """The writer process: each batch in its own transaction; replies 'done' to sync and finish, or says
     what failed and stops: (input, field, expected) for a row the database refuses, text otherwise."""
     builds_end.close()  # a forked writer holds a copy: closed, the build's death reaches this process as EOF
@@ -147,7 +152,11 @@ def _write_batches(path, pipe, builds_end, keep_counts):
     # only scanned them, and the build's objects a forked writer inherits, again and again: 6 of this
     # process's 85 s of CPU in a 100-tag history's build, where it is the busier process.
     gc.disable()
+    messages = queue.Queue(maxsize=MESSAGES_AHEAD)
+    threading.Thread(target=_receive, args=(pipe, messages), daemon=True).start()
     try:
+        if copy_of is not None:
+            shutil.copyfile(copy_of, path)
         conn = open_for_build(path, create=False)
         # This process only inserts, and each reference it writes was resolved from a row the file has or the
         # batch writes before it (schema.LOAD_ORDER): the loader numbers from what it read and queued, and
@@ -157,12 +166,14 @@ def _write_batches(path, pipe, builds_end, keep_counts):
         conn.execute("PRAGMA foreign_keys = OFF")
         if keep_counts:
             keep_counts_as_written(conn, ["INSERT"])
-    except sqlite3.Error as error:
+        conn.execute("BEGIN")
+        for statement, parameters in first:
+            conn.execute(statement, parameters)
+        conn.execute("COMMIT")
+    except (sqlite3.Error, OSError) as error:
         pipe.send(str(error))
         return
-    messages = queue.Queue(maxsize=MESSAGES_AHEAD)
     listing_ids = {}  # {identity: id} of the listings written or looked up, kept from batch to batch
-    threading.Thread(target=_receive, args=(pipe, messages), daemon=True).start()
     try:
         while True:
             message = messages.get()
