@@ -158,11 +158,11 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first):
         if copy_of is not None:
             shutil.copyfile(copy_of, path)
         conn = open_for_build(path, create=False)
-        # This process only inserts, and each reference it writes was resolved from a row the file has or the
-        # batch writes before it (schema.LOAD_ORDER): the loader numbers from what it read and queued, and
-        # _with_ids looks numbered rows up here (a row not found is None, which NOT NULL refuses). Checking
-        # each reference again cost 10-16% of this process's time; tests/test_foreign_keys.py and check
-        # look at whole databases.
+        # This process only inserts (but for the statements `first`), and each reference it writes was resolved
+        # from a row the file has or the batch writes before it (schema.LOAD_ORDER): the loader numbers from
+        # what it read and queued, and _with_ids looks numbered rows up here (a row not found is None, which
+        # NOT NULL refuses). Checking each reference again cost 10-16% of this process's time;
+        # tests/test_foreign_keys.py and check look at whole databases.
         conn.execute("PRAGMA foreign_keys = OFF")
         if keep_counts:
             keep_counts_as_written(conn, ["INSERT"])
