@@ -200,6 +200,23 @@ def test_a_new_page_that_contradicts_the_database_is_refused(tmp_path):
     assert db.read_bytes() == before
 
 
+def test_a_new_page_that_contradicts_the_database_is_left_out_with_keep_going_like_a_full_build(tmp_path):
+    """The writer finds the contradiction as it writes the page, in a build that only adds pages (its
+    writer copied the database): the build takes the page back on the copy, and prunes what only it used."""
+    write_page(tmp_path, "bolt", "develop", [spec(1)])
+    db = tmp_path / "cache.db"
+    build([str(tmp_path / "_cache")], db)
+    second = write_page(tmp_path, "bolt", "v0.23.1", [spec(1, target="zen3"), spec(2, versions=["9.9"])])
+    summary = build([str(tmp_path / "_cache")], db, keep_going=True)
+    [rejected] = summary.rejected
+    assert (rejected.path, rejected.field.endswith("].hash")) == (str(second), True)
+    fresh = tmp_path / "fresh.db"
+    build([str(tmp_path / "_cache")], fresh, keep_going=True)
+    assert canonical(db) == canonical(fresh)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM versions WHERE version = '9.9'").fetchone() == (0,)
+
+
 def write_history(root, tags, own_variant_sets=()):
     """Pages of these tags, ten packages each, every binary with its own hash, version and stack set (and, in
     the tags own_variant_sets names, its own variant set)."""
