@@ -331,8 +331,8 @@ def _change(source, before):
 
 def _adds_only(plan, existing):
     """Whether the build only adds pages to the existing database: no page read before is read again or gone,
-    and no tag of indexes changes, so that it deletes nothing before the new rows are written but
-    DELETED_BEFORE_WRITING."""
+    and no tag of indexes changes, so that it deletes nothing before the new rows are written but what the
+    writer deletes first (_refreshed)."""
     indexes = plan.indexes
     return not (
         plan.removed
@@ -343,8 +343,8 @@ def _adds_only(plan, existing):
     )
 
 
-# {table: WHERE} of the rows every build onto an existing database deletes before it writes: it records them
-# again as it reads.
+# {table: WHERE} of the rows every build onto an existing database deletes before it writes (the writer does,
+# first): it records them again as it reads.
 DELETED_BEFORE_WRITING = {
     "tag_stacks": "true",  # from tags.yaml
     "problems": "path NOT IN (SELECT path FROM sources)",  # problems with inputs rather than files read
@@ -352,7 +352,7 @@ DELETED_BEFORE_WRITING = {
 
 
 def _refreshed(plan):
-    """The statements, (SQL, parameters), that every build onto an existing database runs before it writes."""
+    """The statements, (SQL, parameters), that the writer runs first in every build onto an existing database."""
     return [
         *((f"DELETE FROM {table} WHERE {where}", ()) for table, where in DELETED_BEFORE_WRITING.items()),
         *(
@@ -378,12 +378,11 @@ class Loaded:
 def _load(conn, path, plan, summary, keep_going, tags, progress, copy_of=None):
     """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
     second process writes their rows into it. copy_of: the output, which the writer process copies to path
-    first, for a build that only adds pages (_adds_only): conn is the output's, read-only, which holds what
-    the copy holds until the writer writes."""
+    first, for a build that only adds (_adds_only): conn is the output's, read-only, which holds what the copy
+    holds until the writer writes."""
     changed_tags = set()
     if summary.incremental and copy_of is None:
-        maintenance.track_releases(conn)
-        maintenance.keep_counts_as_written(conn, ["DELETE"])  # the writer counts the rows it writes
+        _watch_deletions(conn, summary)
         conn.execute("BEGIN")
         gone = plan.removed + [source.path for source in plan.to_read]
         if gone:
@@ -393,15 +392,11 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, copy_of=None):
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
             maintenance.prune_orphans(conn, full_text=True, counted=True)
-        for statement, parameters in _refreshed(plan):
-            conn.execute(statement, parameters)
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
     first, released = (), {}
-    if copy_of is not None:
+    if summary.incremental:
         first = _refreshed(plan)
-        for table, where in DELETED_BEFORE_WRITING.items():
-            for parent, ids in maintenance.released_by_deleting(conn, table, where).items():
-                released.setdefault(parent, []).extend(ids)
+        released = maintenance.released_by_deleting(conn, DELETED_BEFORE_WRITING)
     writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental, copy_of=copy_of, first=first)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     thresholds = gc.get_threshold()
@@ -453,10 +448,8 @@ def _after_load(conn, loaded, summary):
     """(the first ids of the rows written, the tags whose pages changed since the writer last counted them)."""
     if not summary.incremental:  # before anything is deleted: deleting reads them
         schema.create_indexes_after_load(conn)
-    maintenance.track_releases(conn)  # for what goes from here on (_load may have set this connection up)
+    _watch_deletions(conn, summary)
     maintenance.note_released(conn, loaded.released)
-    if summary.incremental:
-        maintenance.keep_counts_as_written(conn, ["DELETE"])
     conn.execute("BEGIN")
     changed_tags = loaded.changed_tags | {
         row[0] for row in conn.execute("SELECT DISTINCT tag_id FROM pages WHERE id >= ?", (loaded.first_ids["pages"],))
@@ -464,6 +457,14 @@ def _after_load(conn, loaded, summary):
     _leave_out_conflicts(conn, loaded.conflicts, loaded.index_sources, summary)
     counted = set() if loaded.conflicts else loaded.counted  # pages left out after their tags were counted
     return loaded.first_ids, changed_tags - counted
+
+
+def _watch_deletions(conn, summary):
+    """From now on, this connection notes the rows its deletions release (for pruning) and, onto an existing
+    database, keeps the counts of the rows it deletes (the writer counts those it writes). Once is enough."""
+    maintenance.track_releases(conn)
+    if summary.incremental:
+        maintenance.keep_counts_as_written(conn, ["DELETE"])
 
 
 def _leave_out_conflicts(conn, conflicts, index_sources, summary):

@@ -97,14 +97,16 @@ def track_releases(conn):
         conn.execute(statement)
 
 
-def released_by_deleting(conn, table, where):
-    """{KEPT_WHILE_USED table: [ids]} of the rows that deleting the rows of table matching where releases, read
+def released_by_deleting(conn, deletions):
+    """{KEPT_WHILE_USED table: [ids]} of the rows that deleting these rows ({table: WHERE}) releases, read
     before they are deleted; where another connection deletes them, note_released gives them to this one."""
-    return {
-        r.parent: [row[0] for row in conn.execute(f"SELECT DISTINCT {r.column} FROM {table} WHERE {where}")]
-        for r in schema.REFERENCES
-        if r.child == table and r.parent in schema.KEPT_WHILE_USED and not r.cascade
-    }
+    released = {}
+    for table, where in deletions.items():
+        for r in schema.REFERENCES:
+            if r.child == table and r.parent in schema.KEPT_WHILE_USED and not r.cascade:
+                found = conn.execute(f"SELECT DISTINCT {r.column} FROM {table} WHERE {where}")
+                released.setdefault(r.parent, []).extend(row[0] for row in found)
+    return released
 
 
 def note_released(conn, released):
