@@ -330,15 +330,15 @@ def _change(source, before):
 
 
 def _adds_only(plan, existing):
-    """Whether the build only adds pages to the existing database: no page read before is read again or gone,
-    and no tag of indexes changes, so that it deletes nothing before the new rows are written but what the
-    writer deletes first (_refreshed)."""
+    """Whether the build only adds to the existing database: no page read before is read again or gone, no tag
+    of indexes read before is read again or gone, so that it deletes nothing before the new rows are written
+    but what the writer deletes first (_refreshed)."""
     indexes = plan.indexes
     return not (
         plan.removed
-        or indexes.to_load
         or indexes.removed
         or indexes.failures
+        or any(index_tag.tag in existing["indexes"] for index_tag in indexes.to_load)
         or any(source.path in existing["sources"] for source in plan.to_read)
     )
 

@@ -5,9 +5,11 @@ import shutil
 import sqlite3
 
 import pytest
-from dump import check_full_text
+from dump import check_full_text, every_row
 from pagemaker import spec, write_page
 from paths import SITE
+from test_dependency_counts import build_mirrors
+from test_dependents import library_tag
 
 from spack_cache_db.build import build
 from spack_cache_db.db import maintenance, schema
@@ -131,6 +133,30 @@ def test_only_a_build_that_deletes_nothing_first_has_its_writer_copy_the_databas
     summary = build([str(site)], db)
     assert (summary.pages_read, [source for source, _ in copied]) == (1, [db])
     assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_new_tag_of_indexes_is_added_by_a_writer_that_copies_the_database(tmp_path, monkeypatch):
+    """A tag of indexes the database does not have yet is added as pages are (the writer copies the database
+    while the build reads the tag); a tag read before and changed goes first, so the build copies it first."""
+    db = tmp_path / "cache.db"
+    tags = {"develop": library_tag("develop", 12, 20), "v1": library_tag("v1", 10, 10)}
+    build_mirrors(tmp_path / "mirrors", db, tags)
+    copied = []
+    real_copy = shutil.copyfile
+    monkeypatch.setattr(shutil, "copyfile", lambda *paths: copied.append(paths) or real_copy(*paths))
+    for number, (tag, records) in enumerate(
+        [("v2", library_tag("v2", 8, 10)), ("develop", library_tag("develop", 5, 20))]
+    ):
+        tags[tag] = records
+        summary = build_mirrors(tmp_path / "mirrors", db, tags)
+        assert (summary.incremental, summary.index_tags_read, [source for source, _ in copied]) == (
+            True,
+            [tag],
+            [db] * number,
+        )
+        fresh = tmp_path / f"fresh-{tag}.db"
+        build_mirrors(tmp_path / "mirrors", fresh, tags)  # the same mirrors, written again as they are
+        assert every_row(db) == every_row(fresh)
 
 
 def test_a_version_gone_ranks_the_others_like_a_full_build(site, tmp_path):
