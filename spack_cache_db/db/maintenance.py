@@ -187,6 +187,8 @@ def keep_counts_as_written(conn, events):
     for kept in schema.KEPT_COUNTS:
         for event in events:
             conn.execute(schema.count_as_written(kept, event))
+        if "DELETE" in events:
+            conn.execute(schema.emptied_count_goes(kept))
 
 
 def count_tags(conn, tag_ids):

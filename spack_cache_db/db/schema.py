@@ -854,19 +854,27 @@ KEPT_COUNTS = (
 
 def count_as_written(kept, event):
     """A temporary trigger that keeps a count as its connection writes (INSERT) or deletes (DELETE, cascades
-    too) the rows it counts. A count that a deletion takes to 0 goes, looked up by its key: deleting every
-    count of 0 afterwards would read the whole count table (a row per listing) however little was deleted."""
+    too) the rows it counts."""
     row, sign = {"INSERT": ("NEW", "+"), "DELETE": ("OLD", "-")}[event]
     keys, count = COLUMNS[kept.table][:-1], kept.count_column
-    values = ", ".join(value.format(row=row) for value in kept.key)
-    key_from = kept.key_from.format(row=row)
-    emptied = f"DELETE FROM {kept.table} WHERE ({', '.join(keys)}) IN (SELECT {values} {key_from}) AND {count} = 0;"
     return f"""CREATE TEMP TRIGGER IF NOT EXISTS counted_{kept.table}_{event.lower()} AFTER {event} ON main.{kept.rows}
     BEGIN
         INSERT INTO {kept.table} ({", ".join(keys)}, {count})
-        SELECT {values}, {sign}1
-        {key_from} ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
-        {emptied if event == "DELETE" else ""}
+        SELECT {", ".join(value.format(row=row) for value in kept.key)}, {sign}1
+        {kept.key_from.format(row=row)} ON CONFLICT DO UPDATE SET {count} = {count} {sign} 1;
+    END"""
+
+
+def emptied_count_goes(kept):
+    """A temporary trigger that deletes a count that deletions take to 0, by its primary key, as they do: only
+    when one does (deleting every count of 0 afterwards would read the whole count table, a row per listing;
+    deleting by key on each deletion would look the key up again for each of millions of edges)."""
+    keys = _DECLARED[kept.table].pks
+    match = " AND ".join(f"{key} = NEW.{key}" for key in keys)
+    return f"""CREATE TEMP TRIGGER IF NOT EXISTS emptied_{kept.table} AFTER UPDATE OF {kept.count_column}
+    ON main.{kept.table} WHEN NEW.{kept.count_column} = 0
+    BEGIN
+        DELETE FROM {kept.table} WHERE {match};
     END"""
 
 
