@@ -614,8 +614,7 @@ def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
     maintenance.index_new_rows(conn, first_ids)  # a full build's rows are all new
-    conn.execute("PRAGMA analysis_limit = 1000")  # sampled statistics: as good for the planner, much faster
-    conn.execute("ANALYZE")
+    maintenance.gather_statistics(conn)
     _write_build_info(conn, paths, plan)
     maintenance.refresh_counts(conn, uncounted_tags, count_every_row=full)
     # No PRAGMA foreign_key_check (seconds per million rows): this connection deletes with foreign_keys = ON

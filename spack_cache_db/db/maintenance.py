@@ -201,6 +201,16 @@ def count_tags(conn, tag_ids):
         conn.execute(f"DROP TABLE temp.{temporary}")
 
 
+def gather_statistics(conn):
+    """ANALYZE the schema's tables, sampled (analysis_limit): as good for the planner, and much faster. Not the
+    full-text indexes' own tables: FTS5 reads them by key whatever their statistics, and a table without an
+    index is analysed by counting its rows (the 456 MB of the spread history's segments: 0.06 s of every
+    build)."""
+    conn.execute("PRAGMA analysis_limit = 1000")
+    for table in schema.COLUMNS:
+        conn.execute(f"ANALYZE {table}")
+
+
 def refresh_counts(conn, tag_ids, count_every_row):
     """count_tags for these tags; the counts of schema.KEPT_COUNTS counted again from every row
     (count_every_row: a full build, else keep_counts_as_written kept them); then row_counts of every table and
