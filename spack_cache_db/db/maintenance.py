@@ -1,6 +1,6 @@
 """Keeping a database in step as a build changes it: removing what inputs no longer give, and whatever only
 they used (the orphans schema.py's foreign keys define), ranking versions and tags, the full-text indexes,
-and the counts Datasette is given."""
+the query planner's statistics, and the counts Datasette is given."""
 
 import json
 
