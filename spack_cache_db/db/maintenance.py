@@ -101,11 +101,10 @@ def released_by_deleting(conn, deletions):
     """{KEPT_WHILE_USED table: [ids]} of the rows that deleting these rows ({table: WHERE}) releases, read
     before they are deleted; where another connection deletes them, note_released gives them to this one."""
     released = {}
-    for table, where in deletions.items():
-        for r in schema.REFERENCES:
-            if r.child == table and r.parent in schema.KEPT_WHILE_USED and not r.cascade:
-                found = conn.execute(f"SELECT DISTINCT {r.column} FROM {table} WHERE {where}")
-                released.setdefault(r.parent, []).extend(row[0] for row in found)
+    for r in schema.RELEASING:
+        if r.child in deletions:
+            found = conn.execute(f"SELECT DISTINCT {r.column} FROM {r.child} WHERE {deletions[r.child]}")
+            released.setdefault(r.parent, []).extend(row[0] for row in found)
     return released
 
 
@@ -113,7 +112,7 @@ def note_released(conn, released):
     """Make these rows ({table: [ids]}, released_by_deleting) candidates for prune_orphans, as track_releases
     would have had this connection deleted what released them."""
     for table, ids in released.items():
-        conn.executemany(f"INSERT OR IGNORE INTO temp.released_{table} VALUES (?)", [(i,) for i in ids])
+        conn.executemany(f"INSERT OR IGNORE INTO temp.{schema.released(table)} VALUES (?)", [(i,) for i in ids])
 
 
 def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED, counted=False):
@@ -140,8 +139,8 @@ def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USE
 def _take_candidates(conn, table, added_from):
     """temp.pruning: the table's rows released since they were last taken, and those from id added_from on."""
     conn.execute("DELETE FROM temp.pruning")
-    conn.execute(f"INSERT INTO temp.pruning SELECT id FROM temp.released_{table}")
-    conn.execute(f"DELETE FROM temp.released_{table}")
+    conn.execute(f"INSERT INTO temp.pruning SELECT id FROM temp.{schema.released(table)}")
+    conn.execute(f"DELETE FROM temp.{schema.released(table)}")
     if added_from is not None:
         conn.execute(f"INSERT OR IGNORE INTO temp.pruning SELECT id FROM {table} WHERE id >= ?", (added_from,))
 

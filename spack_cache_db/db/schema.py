@@ -1011,6 +1011,14 @@ SELF_RELEASING = frozenset(
     for r in REFERENCES
     if r.cascade and any(o.child == r.child and o.parent == r.parent and not o.cascade for o in REFERENCES)
 )
+# The references by which deleting a row releases the row it refers to: it may be an orphan now.
+RELEASING = tuple(r for r in REFERENCES if r.parent in KEPT_WHILE_USED and not r.cascade)
+
+
+def released(table):
+    """The temporary table of the rows of a KEPT_WHILE_USED table released since they were last looked at
+    (unqualified: a trigger may not name a table's schema)."""
+    return f"released_{table}"
 
 
 def released_by(tables):
@@ -1020,7 +1028,7 @@ def released_by(tables):
     while pending:
         deleted = pending.pop()
         for r in REFERENCES:
-            if r.child == deleted and not r.cascade and r.parent in KEPT_WHILE_USED and r.parent not in reached:
+            if r in RELEASING and r.child == deleted and r.parent not in reached:
                 reached.add(r.parent)
                 pending.append(r.parent)
             elif r.parent == deleted and r.cascade:  # goes with its parent
@@ -1034,15 +1042,14 @@ def _release_tracking():
     (pruning). Builds delete and insert references, never change one in place."""
     statements = [
         f"CREATE TEMP TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY)"
-        for name in ("pruning", *(f"released_{table}" for table in KEPT_WHILE_USED))
+        for name in ("pruning", *(released(table) for table in KEPT_WHILE_USED))
     ]
-    for r in REFERENCES:
-        if r.parent in KEPT_WHILE_USED and not r.cascade:
-            statements.append(
-                f"CREATE TEMP TRIGGER IF NOT EXISTS releases_{r.parent}_deleting_{r.child}_{r.column}"
-                f" AFTER DELETE ON main.{r.child}"
-                f" BEGIN INSERT OR IGNORE INTO released_{r.parent} VALUES (OLD.{r.column}); END"
-            )
+    statements.extend(
+        f"CREATE TEMP TRIGGER IF NOT EXISTS releases_{r.parent}_deleting_{r.child}_{r.column}"
+        f" AFTER DELETE ON main.{r.child}"
+        f" BEGIN INSERT OR IGNORE INTO {released(r.parent)} VALUES (OLD.{r.column}); END"
+        for r in RELEASING
+    )
     return tuple(statements)
 
 
@@ -1054,11 +1061,7 @@ def orphans(table, counted=False):
     KEPT_COUNTS are exact (kept as the build writes and deletes): where one counts the referring rows by the
     referring column, it is read instead of them. Every edge refers to a dependency kind, with no index on that
     column: the history built from indexes has millions, read whole (3 s for 22.8M) whenever edges went."""
-    return " AND ".join(
-        _not_referred_to(r, _count_of(r) if counted else None)
-        for r in REFERENCES
-        if r.parent == table and not r.cascade
-    )
+    return " AND ".join(_not_referred_to(r, _count_of(r) if counted else None) for r in RELEASING if r.parent == table)
 
 
 def _not_referred_to(reference, kept):
