@@ -112,7 +112,8 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
         return summary
     temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     compacted = temporary.with_name(temporary.name + ".new")
-    adding = existing is not None and _adds_only(plan, existing)
+    deleted_first = _deleted_first(plan, existing) if existing is not None else ([], [])
+    adding = existing is not None and not any(deleted_first)  # nothing to delete before the new rows are written
     try:
         if existing is None:
             temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
@@ -125,8 +126,9 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
         try:
             if existing is None:
                 create_schema(conn)
+            _watch_deletions(conn, summary)
             if not adding:
-                loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress)
+                loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress, deleted_first)
             first_ids, uncounted_tags = _after_load(conn, loaded, summary)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
                 raise BuildError(
@@ -329,18 +331,14 @@ def _change(source, before):
     return now if file_digest(data) == digest else "content"
 
 
-def _adds_only(plan, existing):
-    """Whether the build only adds to the existing database: no page read before is read again or gone, no tag
-    of indexes read before is read again or gone, so that it deletes nothing before the new rows are written
-    but what the writer deletes first (_refreshed)."""
+def _deleted_first(plan, existing):
+    """(paths, tags) whose rows a build onto the existing database deletes before it loads (but for what the
+    writer deletes first, _refreshed): the pages gone or read again, and the tags of indexes gone, read again
+    or failed (--keep-going) that the database has."""
     indexes = plan.indexes
-    return not (
-        plan.removed
-        or indexes.removed
-        or indexes.failures
-        or any(index_tag.tag in existing["indexes"] for index_tag in indexes.to_load)
-        or any(source.path in existing["sources"] for source in plan.to_read)
-    )
+    paths = plan.removed + [source.path for source in plan.to_read if source.path in existing["sources"]]
+    given = [*(index_tag.tag for index_tag in indexes.to_load), *(tag for tag, _ in indexes.failures)]
+    return paths, indexes.removed + [tag for tag in given if tag in existing["indexes"]]
 
 
 # {table: WHERE} of the rows every build onto an existing database deletes before it writes (the writer does,
@@ -375,20 +373,16 @@ class Loaded:
     released: dict  # {table: [ids]} of rows the writer's deletions released (maintenance.released_by_deleting)
 
 
-def _load(conn, path, plan, summary, keep_going, tags, progress, copy_of=None):
+def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=([], []), copy_of=None):
     """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
-    second process writes their rows into it. copy_of: the output, which the writer process copies to path
-    first, for a build that only adds (_adds_only): conn is the output's, read-only, which holds what the copy
-    holds until the writer writes."""
+    second process writes their rows into it, once the rows of deleted_first (_deleted_first) are deleted.
+    copy_of: the output, which the writer process copies to path first, for a build that deletes nothing
+    first: conn is the output's, read-only, which holds what the copy holds until the writer writes."""
     changed_tags = set()
-    if summary.incremental and copy_of is None:
-        _watch_deletions(conn, summary)
+    gone_paths, gone_tags = deleted_first
+    if gone_paths or gone_tags:
         conn.execute("BEGIN")
-        gone = plan.removed + [source.path for source in plan.to_read]
-        if gone:
-            changed_tags.update(maintenance.delete_pages(conn, gone))
-        indexes = plan.indexes
-        gone_tags = [t.tag for t in indexes.to_load] + indexes.removed + [tag for tag, _ in indexes.failures]
+        changed_tags.update(maintenance.delete_pages(conn, gone_paths))
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
             maintenance.prune_orphans(conn, full_text=True, counted=True)
@@ -448,7 +442,6 @@ def _after_load(conn, loaded, summary):
     """(the first ids of the rows written, the tags whose pages changed since the writer last counted them)."""
     if not summary.incremental:  # before anything is deleted: deleting reads them
         schema.create_indexes_after_load(conn)
-    _watch_deletions(conn, summary)
     maintenance.note_released(conn, loaded.released)
     conn.execute("BEGIN")
     changed_tags = loaded.changed_tags | {
@@ -461,7 +454,7 @@ def _after_load(conn, loaded, summary):
 
 def _watch_deletions(conn, summary):
     """From now on, this connection notes the rows its deletions release (for pruning) and, onto an existing
-    database, keeps the counts of the rows it deletes (the writer counts those it writes). Once is enough."""
+    database, keeps the counts of the rows it deletes (the writer counts those it writes)."""
     maintenance.track_releases(conn)
     if summary.incremental:
         maintenance.keep_counts_as_written(conn, ["DELETE"])

@@ -173,8 +173,8 @@ def test_a_full_disk_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
 
 
 def test_a_full_disk_while_the_writer_copies_the_database_gives_a_clear_error_and_changes_nothing(corpus, tmp_path):
-    """A build that only adds pages has its writer process copy the database (build._adds_only): the copy
-    fails half-way."""
+    """A build that only adds pages (nothing to delete first: build._deleted_first) has its writer process copy
+    the database: the copy fails half-way."""
     db = tmp_path / "cache.db"
     assert builder(corpus / "site", "-o", db).wait() == 0
     before = db.read_bytes()
