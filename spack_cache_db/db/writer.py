@@ -57,7 +57,7 @@ class BackgroundWriter:
     def __init__(self, path, keep_going=False, keep_counts=False, copy_of=None, first=()):
         """keep_counts: keep the counts of schema.KEPT_COUNTS as rows are written (maintenance.keep_counts_as_written).
         copy_of: a file this process copies to path before it writes, while the build reads on; first:
-        statements, (SQL, parameters), it runs before the batches, in their transaction."""
+        statements, (SQL, parameters), it runs before the batches, in a transaction of their own."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
         method = _start_method()
