@@ -638,6 +638,26 @@ async def test_facets_of_a_page_filtered_by_another_column_are_counted_through_t
     assert not any(statement.startswith(PER_KEY) for statement in sql)
 
 
+@pytest.mark.parametrize("lookup", ["isnull", "notnull", "isblank", "notblank"])
+@pytest.mark.asyncio
+async def test_a_filter_without_a_value_on_a_column_a_listing_determines_counts_like_sql(cache_db, lookup):
+    """The filter form offers "is null", "is not blank"... on every column: a filter that takes no value gives
+    Datasette no parameters (it passes a list, not a dict), and the facets counted per listing must still
+    answer, and equal SQL's."""
+    response = await served(cache_db).client.get(f"/cache/binaries.json?os__{lookup}=1&_facet_size=max")
+    assert response.status_code == 200, response.text[:300]
+    data = response.json()
+    clause = {
+        "isnull": "os IS NULL",
+        "notnull": "os IS NOT NULL",
+        "isblank": "(os IS NULL OR os = '')",
+        "notblank": "(os IS NOT NULL AND os <> '')",
+    }[lookup]
+    assert data["filtered_table_rows_count"] == sql_count(cache_db, f" WHERE {clause}", [])
+    facets = {f: {v["value"]: v["count"] for v in data["facet_results"][f]["results"]} for f in FACETS}
+    assert facets == sql_facets(cache_db, f" WHERE {clause}", [])
+
+
 def test_a_package_s_facets_per_listing_read_indexes_only(spread):
     """What the per-listing count of a package's page reads: its configurations from its versions by index
     (the view once scanned every configuration), the binaries the build counted per listing, and every

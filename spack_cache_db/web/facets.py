@@ -154,7 +154,8 @@ class _Precounted(Facet):
     def _count_groups(self, columns, names):
         per_key = counts.per_key_groups_query(self.request, self.database, self.table, self.ds, columns, names)
         if per_key is not None:
-            sql, params = per_key[0], {**self.params, **per_key[1]}
+            # Datasette's Facet keeps a page without parameters (os__notblank=1) as [], not {}
+            sql, params = per_key[0], {**(self.params or {}), **per_key[1]}
         else:
             selected = ", ".join(escape_sqlite(column) for column in columns)
             sql, params = (
