@@ -135,6 +135,8 @@ def write_query(folder, name, text):
             f"{HEADER}-- params: [after]\n-- next_page: {{after: hash}}\nSELECT :after",
             "next_page: expected a capped answer (a row_limit) to go on after",
         ),
+        (f"{HEADER}-- tag_patterns: true\nSELECT 1", "expected tag_patterns to be true or false, and true only with"),
+        (f"{HEADER}-- params: [tag]\n-- tag_patterns: yes please\nSELECT :tag", "expected tag_patterns to be true"),
     ],
 )
 def test_query_files_that_are_not_as_expected_are_refused(tmp_path, text, complaint):

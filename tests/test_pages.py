@@ -210,6 +210,10 @@ SAID = [
         f"develop, the default tag, has no binaries of hdf5. The tags that have them: {SNAPSHOT} (46).",
     ),
     ("/cache/find_binaries?spec=hdf5&tag=v9*+develop", "No tag here matches “v9*”."),
+    # Only find_binaries takes tag patterns; elsewhere a tag is one name, and a pattern is no tag here.
+    ("/cache/dependents?package=bolt&tag=*", "No tag here is called “*”."),
+    (f"/cache/search_specs?q=x86_64_v3&tag={SNAPSHOT[:-1]}*", f"No tag here is called “{SNAPSHOT[:-1]}*”."),
+    ("/cache/stacks_in_tag?tag=develop+v0.23.1", "No tag here is called “develop v0.23.1”."),
     ("/cache/hash_lookup?hash=ab", "Give at least 4 characters of the hash: fewer match too many binaries to tell."),
     ("/cache/hash_lookup?hash=/AAAA", "No binary's hash starts with “aaaa”."),
     (
@@ -248,6 +252,7 @@ async def test_an_answer_says_what_was_not_found(ds, path, sentence):
         f"/cache/find_binaries?package=hdf5&tag={SNAPSHOT}&variant=%2Bmpi+~java+api%3Ddefault",
         "/cache/hash_lookup?hash=skuy",
         "/cache/runs_on_host?host=ZEN3&package=bolt",
+        "/cache/find_binaries?package=bolt&platform=Linux&tag=*",
     ],
 )
 async def test_an_answer_with_what_was_asked_says_nothing_more(ds, path):

@@ -1,8 +1,9 @@
 """The canned queries in queries/<name>.sql, which the web serves as its questions and the terminal runs as the
 same SQL: each file starts with a YAML header in SQL comments (title, description, params, button: what its
 form's button says, rows: what one row is, singular and plural, and, optionally, chart: the dashboard that
-draws it, hidden_columns: those its page leaves out, for JSON and CSV, and next_page: {parameter: column, ...},
-when the rows after a capped answer are asked for by setting each parameter to its column of the last row); the
+draws it, hidden_columns: those its page leaves out, for JSON and CSV, tag_patterns: true when its tag takes shell
+patterns, and next_page: {parameter: column, ...}, when the rows after a capped answer are asked for by setting
+each parameter to its column of the last row); the
 rest of the file is the query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are
 magic: the plugin makes them from the spec field (query/spec.py), and sqlite3 takes them as empty.
 
@@ -27,7 +28,17 @@ import yaml
 from spack_cache_db.query import spec
 
 QUERIES = resources.files("spack_cache_db") / "web" / "queries"
-HEADER_FIELDS = {"title", "description", "params", "button", "rows", "chart", "hidden_columns", "next_page"}
+HEADER_FIELDS = {
+    "title",
+    "description",
+    "params",
+    "button",
+    "rows",
+    "chart",
+    "hidden_columns",
+    "tag_patterns",
+    "next_page",
+}
 _PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -59,6 +70,7 @@ class Query:
     hidden_columns: list | None = None
     row_limit_sql: str | None = None  # the most rows its answer has, for the same parameters; None: not capped
     next_page: NextPage | None = None
+    tag_patterns: bool = False  # its tag takes shell patterns, several separated by spaces; else one name
 
 
 def read_query(path):
@@ -100,7 +112,14 @@ def read_query(path):
         fields.get("hidden_columns"),
         row_limit_sql,
         _next_page(path, fields.get("next_page"), params, row_limit_sql),
+        _tag_patterns(path, fields.get("tag_patterns", False), params),
     )
+
+
+def _tag_patterns(path, given, params):
+    if given not in (True, False) or (given and "tag" not in params):
+        raise MetadataError(f"{path}: expected tag_patterns to be true or false, and true only with a tag parameter")
+    return given
 
 
 def _next_page(path, given, params, row_limit_sql):

@@ -57,6 +57,8 @@ def _canned_query(query, dashboards):
     entry["sql"] = query.sql
     if query.hidden_columns:
         entry["hidden_columns"] = query.hidden_columns
+    if query.tag_patterns:
+        entry["tag_patterns"] = True
     return entry
 
 

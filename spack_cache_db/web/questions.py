@@ -34,6 +34,8 @@ _KNOWN = {
     "stack": "SELECT name FROM stacks",
     "host": "SELECT name FROM microarchitectures",
 }
+# The parameters the queries compare lowercased (lower(trim(:platform))).
+_LOWERED = ("package", "platform", "host")
 # What a value the database does not hold is said to be, per parameter.
 _NOT_HERE = {
     "package": "No package here is called “{}”.",
@@ -219,7 +221,7 @@ async def sentences(datasette, database, query, request, row_count, continued):
     given = {name: request.args.get(name, "").strip() for name in query.get("params", [])}
     for name, value in given.items():
         if value:
-            said.extend(await _unknown(datasette, database, request, name, value, given))
+            said.extend(await _unknown(datasette, database, query, request, name, value, given))
     if row_count == 0 and not said:
         said.extend(_none_after(query, continued) or await _why_nothing(datasette, database, query, request, given))
     return said
@@ -232,14 +234,14 @@ def _none_after(query, continued):
     return [Markup("No {} come after {}.").format(query.get("rows", ["row", "rows"])[1], continued)]
 
 
-async def _unknown(datasette, database, request, name, value, given):
+async def _unknown(datasette, database, query, request, name, value, given):
     if name == "spec":
         return await _unknown_in_spec(datasette, database, value)
-    if name == "tag" and (set(value) & set("*?[ ")):
+    if name == "tag" and query.get("tag_patterns") and (set(value) & set("*?[ ")):
         return await _unknown_tag_patterns(datasette, database, value)
     if name in _KNOWN:
         known = [row[0] for row in await rows(datasette, database, _KNOWN[name])]
-        wanted = value.lower() if name in ("package", "host") else value
+        wanted = value.lower() if name in _LOWERED else value
         if wanted not in known:
             return [_no_such(request, name, value, known)]
     elif name == "compiler":

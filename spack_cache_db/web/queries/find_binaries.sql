@@ -14,6 +14,7 @@
 -- button: Find binaries
 -- rows: [binary, binaries]
 -- hidden_columns: [compiler, os, platform, target, variants]
+-- tag_patterns: true
 WITH given AS (
     SELECT
         lower(trim(coalesce(:package, ''))) AS field_package,
