@@ -370,6 +370,12 @@ async def test_tag_diff(ds):
     assert {(row["from_tag"], row["to_tag"]) for row in default} == {("v0.23.1", "develop")}
     assert await query(ds, "tag_diff", from_tag="no-such-tag") == []
     assert await query(ds, "tag_diff", from_tag="develop", to_tag="develop") == []
+    # By default a tag is compared with the one before it of its kind, never across kinds.
+    snapshot = await query(ds, "tag_diff", to_tag="develop-2025-04-20")
+    assert {(row["from_tag"], row["to_tag"]) for row in snapshot} == {("develop-2025-03-30", "develop-2025-04-20")}
+    release = await query(ds, "tag_diff", to_tag="v0.23.0")
+    assert {(row["from_tag"], row["to_tag"]) for row in release} == {("v0.22.0", "v0.23.0")}
+    assert await query(ds, "tag_diff", to_tag="v0.21.2") == []  # the oldest release: not the newest snapshot
 
 
 async def test_stacks_of_a_tag(ds):

@@ -467,6 +467,18 @@ JOIN {_CONFIGURATION_PARTS["versions"]}
 CREATE VIEW default_tag AS
 SELECT name FROM tags WHERE EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id) ORDER BY sort_order LIMIT 1;
 
+-- The tag a comparison with a tag starts from when none is given: the next tag with pages in the usual order of
+-- the same kind (the release before a release, the snapshot before a snapshot), or any kind after develop. The
+-- oldest release is not compared with the newest snapshot, nor the oldest tag with nothing: they have none.
+CREATE VIEW tag_before AS
+SELECT tags.name, (
+    SELECT earlier.name FROM tags AS earlier
+    WHERE earlier.sort_order > tags.sort_order AND tags.kind IN (earlier.kind, 'develop')
+        AND EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = earlier.id)
+    ORDER BY earlier.sort_order LIMIT 1
+) AS before
+FROM tags;
+
 -- How to install a tag's binaries: install || hash is the three commands for one of them.
 CREATE VIEW tag_installs AS
 SELECT tags.id AS tag_id, tags.name AS tag, {_INSTALL_SQL} AS install

@@ -345,9 +345,26 @@ async def _why_nothing(datasette, database, query, request, given):
         tag = given["tag"] or (default[0][0] if default else "")
         if tags and not any(fnmatch.fnmatchcase(name, pattern) for name, _ in tags for pattern in tag.split()):
             return [_tags_that_have(request, package, tag, not given["tag"], tags)]
+    if "from_tag" in given:
+        compared = await _not_compared(datasette, database, given)
+        if compared:
+            return compared
     if any(given.values()):
         noun = query.get("rows", ["row", "rows"])[1]
         return [Markup("No {} match all of these fields: leave one empty to see more.").format(noun)]
+    return []
+
+
+async def _not_compared(datasette, database, given):
+    """Why a comparison of two tags has no rows when it is for want of two tags to compare."""
+    to_tag = given.get("to_tag") or next(iter(await rows(datasette, database, DEFAULT_TAG_SQL)), [""])[0]
+    if given["from_tag"] == to_tag:
+        return [Markup("“{}” is compared with itself: choose another tag to compare it with.").format(to_tag)]
+    before = await rows(datasette, database, "SELECT before FROM tag_before WHERE name = ?", [to_tag])
+    if not given["from_tag"] and before and before[0][0] is None:
+        return [
+            Markup("No tag here comes before “{}” of its kind: choose a From tag to compare it with.").format(to_tag)
+        ]
     return []
 
 

@@ -4,8 +4,9 @@
 --   "configurations changed" means the version is in both tags but some of its configurations
 --   (compiler, os, target, variants) were added or dropped; hashes are not compared, since weekly
 --   snapshots rebuild everything. to_tag defaults to develop (or the newest tag); from_tag defaults
---   to the tag just before to_tag in the usual order (develop, releases, snapshots). With no package:
---   the first 100 packages by name that either tag has. At most 1,000 rows.
+--   to the tag before to_tag of its kind: the release before a release, the snapshot before a
+--   snapshot, the newest release (or snapshot) for develop. With no package: the first 100 packages
+--   by name that either tag has. At most 1,000 rows.
 -- params: [from_tag, to_tag, package]
 -- button: Compare the tags
 -- rows: [change, changes]
@@ -15,14 +16,9 @@ WITH newest AS (
 args AS (
     SELECT
         (SELECT id FROM tags WHERE tags.name = newest.name) AS to_id,
-        coalesce(
-            (SELECT id FROM tags WHERE tags.name = trim(coalesce(:from_tag, ''))),
-            (SELECT id FROM tags
-             WHERE nullif(trim(coalesce(:from_tag, '')), '') IS NULL
-               AND sort_order > (SELECT sort_order FROM tags WHERE tags.name = newest.name)
-               AND EXISTS (SELECT 1 FROM pages WHERE pages.tag_id = tags.id)
-             ORDER BY sort_order LIMIT 1)
-        ) AS from_id,
+        (SELECT id FROM tags WHERE tags.name = coalesce(
+            nullif(trim(coalesce(:from_tag, '')), ''), (SELECT before FROM tag_before WHERE tag_before.name = newest.name)
+        )) AS from_id,
         lower(trim(coalesce(:package, ''))) AS package
     FROM newest
 ),
