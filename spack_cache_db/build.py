@@ -49,6 +49,16 @@ class BuildError(Exception):
     """The build stopped: the message says why; the output was left as it was."""
 
 
+class Interrupted(Exception):
+    """The build was interrupted (Ctrl-C, SIGTERM) once its new database was made: replaced says whether the
+    rename had put it in the output's place already (so the output is the new database, whole) or not (the
+    output was left as it was)."""
+
+    def __init__(self, replaced):
+        super().__init__(replaced)
+        self.replaced = replaced
+
+
 @dataclass
 class Summary:
     output: str
@@ -114,6 +124,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
     compacted = temporary.with_name(temporary.name + ".new")
     deleted_first = _deleted_first(plan, existing) if existing is not None else ([], [])
     adding = existing is not None and not any(deleted_first)  # nothing to delete before the new rows are written
+    renamed = None  # the file that replaces output, once the rename may have been done
     try:
         if existing is None:
             temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
@@ -146,7 +157,11 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
                 finished = compacted
         finally:
             conn.close()
+        renamed = finished
         _swap_in(finished, output)
+    except KeyboardInterrupt:
+        # The rename is atomic: the file is gone from beside the output exactly when it is the output.
+        raise Interrupted(replaced=renamed is not None and not renamed.exists()) from None
     except (sqlite3.Error, OSError) as error:
         raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
     finally:

@@ -3,6 +3,7 @@
 
 import csv
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import click
 from click_default_group import DefaultGroup
 
-from spack_cache_db.build import BuildError
+from spack_cache_db.build import BuildError, Interrupted
 from spack_cache_db.build import build as build_database
 from spack_cache_db.db import check as check_module
 from spack_cache_db.db import export as export_module
@@ -88,13 +89,24 @@ def build(paths, output, keep_going, strict, tags, overwrite, quiet):
             )
     except (InputError, BuildError) as error:
         click.echo(f"Error: {printable(str(error))}", err=True)
-        click.echo(f"{printable(output)} was left as it was.", err=True)
+        click.echo(_left_as_it_was(output), err=True)
         sys.exit(1)
+    except Interrupted as interrupted:
+        replaced = f"{printable(output)} is the new database: it was in place when the build was interrupted."
+        click.echo(f"Interrupted: {replaced if interrupted.replaced else _left_as_it_was(output)}", err=True)
+        sys.exit(130)
     except KeyboardInterrupt:
-        click.echo(f"Interrupted: {output} was left as it was.", err=True)
+        click.echo(f"Interrupted: {_left_as_it_was(output)}", err=True)
         sys.exit(130)
     if not quiet:
         click.echo(format_summary(summary))
+
+
+def _left_as_it_was(output):
+    """What a build that stopped did to its output: nothing, whether or not there was one."""
+    if os.path.lexists(output):
+        return f"{printable(output)} was left as it was."
+    return f"{printable(output)} was not created."
 
 
 def _interrupt(signum, frame):

@@ -155,6 +155,52 @@ def test_ctrl_c_stops_cleanly_with_a_message(corpus, tmp_path):
     assert temporaries(db) == []
 
 
+@pytest.mark.parametrize("moment", ["before", "after"])
+def test_an_interrupt_as_the_new_database_is_renamed_into_place_says_which_file_is_there(tmp_path, moment):
+    """Ctrl-C just before or just after the rename (forced there: a real signal lands there seldom): before,
+    the output was left as it was; after, the output is the new database, and the message says so."""
+    db = tmp_path / "cache.db"
+    assert builder(SEEDS, "-o", db, "--tag", "develop").wait() == 0
+    before = db.read_bytes()
+    interrupt = "raise KeyboardInterrupt" if moment == "before" else "os_replace(*args); raise KeyboardInterrupt"
+    script = (
+        "import os, sys\n"
+        "os_replace = os.replace\n"
+        f"def replace(*args):\n    {interrupt}\n"
+        "os.replace = replace\n"
+        "from spack_cache_db.cli import cli\n"
+        "cli(sys.argv[1:])\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", script, "build", str(SEEDS), "-o", str(db), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+    )
+    assert process.returncode == 130
+    fresh = tmp_path / "fresh.db"
+    assert builder(SEEDS, "-o", fresh).wait() == 0
+    if moment == "before":
+        assert process.stderr == f"Interrupted: {db} was left as it was.\n"
+        assert db.read_bytes() == before
+    else:
+        assert process.stderr == (
+            f"Interrupted: {db} is the new database: it was in place when the build was interrupted.\n"
+        )
+        assert every_row(db) == every_row(fresh)
+    assert temporaries(db) == []
+
+
+def test_a_build_that_fails_without_an_output_before_it_says_that_none_was_created(tmp_path):
+    broken = tmp_path / "site" / "_cache" / "develop" / "bolt"
+    broken.mkdir(parents=True)
+    (broken / "specs.md").write_text("---\ntitle: bolt\n---\n")
+    db = tmp_path / "cache.db"
+    _, stderr = builder(tmp_path / "site", "-o", db).communicate()
+    assert stderr.splitlines()[1:] == [f"{db} was not created."]
+    assert not db.exists()
+
+
 def limit_file_size():
     resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
 
