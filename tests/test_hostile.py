@@ -119,8 +119,8 @@ def time_limit():
     signal.signal(signal.SIGALRM, previous_handler)
 
 
-# Class 1: special files in the input tree. Only regular files are read, never past the size cap; a folder link
-# out of the input is not followed.
+# Class 1: special files in the input tree. Only regular files are read, never past the size cap; a link out of
+# the input is not followed.
 
 
 def test_a_fifo_named_specs_md_is_refused_without_waiting_for_a_writer(scene):
@@ -132,7 +132,41 @@ def test_a_fifo_named_specs_md_is_refused_without_waiting_for_a_writer(scene):
 def test_a_page_that_links_to_dev_zero_is_refused_unread(scene):
     page = scene.page_path("zero")
     page.symlink_to("/dev/zero")
+    scene.fails(
+        scene.site,
+        error=f"{page}: file: expected a file inside {scene.site}, found a link to /dev/zero"
+        " (not followed: name it as an input to read it)",
+    )
+
+
+def test_a_page_inside_the_input_that_links_to_a_device_is_refused_unread(scene):
+    device = scene.site / "devices" / "zero"
+    device.parent.mkdir()
+    os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    page = scene.page_path("zero")
+    page.symlink_to(device)
     scene.fails(scene.site, error=f"{page}: file: expected a regular file, found a character device")
+
+
+def test_a_page_that_links_to_a_file_out_of_the_input_is_not_read(scene, monkeypatch):
+    """Not opened at all: /etc/passwd would otherwise be read as a page (and said not to start with '---')."""
+    page = scene.page_path("passwd")
+    page.symlink_to("/etc/passwd")
+    scene.fails(
+        scene.site,
+        error=f"{page}: file: expected a file inside {scene.site}, found a link to /etc/passwd"
+        " (not followed: name it as an input to read it)",
+    )
+
+
+def test_a_page_that_links_to_a_page_inside_the_input_is_read(scene):
+    kept = scene.site / ".kept" / "specs.md"  # in a hidden folder, which the walk passes over
+    kept.parent.mkdir()
+    kept.write_text(page_text("cafe", "develop", [spec("cafe")]))
+    scene.page_path("cafe").symlink_to(kept)
+    result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert scene.packages() == ["bolt", "cafe"]
 
 
 def test_a_socket_named_specs_md_is_refused(scene):
@@ -185,6 +219,10 @@ def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
     os.mkfifo(scene.site / "notes")
     (scene.site / "zero.md").symlink_to("/dev/zero")
     (scene.site / "gone.md").symlink_to(scene.root / "missing")
+    (scene.site / "passwd.md").symlink_to("/etc/passwd")
+    outside = scene.root / "outside.md"  # a page, out of the input: not read through a link
+    outside.write_text(page_text("cafe", "develop", [spec("cafe")]))
+    (scene.site / "cafe.md").symlink_to(outside)
     others = snapshot(scene.root, scene.output)
     result = run_cli("build", scene.site, "-o", scene.output, "--quiet")
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
@@ -194,7 +232,7 @@ def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
 
 def test_a_dangling_link_where_a_page_has_to_be_is_an_error_naming_it(scene):
     page = scene.page_path("dangling")
-    page.symlink_to(scene.root / "missing.md")
+    page.symlink_to(scene.site / "missing.md")  # inside the input: a link out is refused unread, whatever it is
     scene.fails(scene.site, error=f"{page}: file: expected a readable file (No such file or directory)")
 
 
@@ -213,6 +251,10 @@ def test_keep_going_records_special_files_and_builds_the_rest(scene):
     os.mkfifo(fifo)
     zero = scene.page_path("zero", tag="v0.23.1")
     zero.symlink_to("/dev/zero")
+    fifo_inside = scene.site / "pipe"
+    os.mkfifo(fifo_inside)
+    device = scene.page_path("device", tag="v0.23.1")
+    device.symlink_to(fifo_inside)
     link = scene.site / "_cache" / "elsewhere"
     link.symlink_to(scene.root / "out", target_is_directory=True)
     scene.keeps_going(
@@ -220,8 +262,10 @@ def test_keep_going_records_special_files_and_builds_the_rest(scene):
         rejected=[
             f"{link}: folder: expected a folder inside {scene.site}, found a link to {scene.root / 'out'}"
             " (not followed: name it as an input to read it)",
+            f"{zero}: file: expected a file inside {scene.site}, found a link to /dev/zero"
+            " (not followed: name it as an input to read it)",
             f"{fifo}: file: expected a regular file, found a FIFO (named pipe)",
-            f"{zero}: file: expected a regular file, found a character device",
+            f"{device}: file: expected a regular file, found a FIFO (named pipe)",
         ],
     )
     assert scene.packages() == ["bolt"]

@@ -85,8 +85,13 @@ def find_inputs(paths):
         for data_dir in (root / "_data", root.parent / "_data"):
             if _may_exist(data_dir / "tags.yaml") and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
+        top = os.path.realpath(root)
         for path, entry in _walk(str(root), problems):
             source = _source_file(path)
+            if entry.is_symlink() and not _within(top, target := os.path.realpath(path)):
+                if source.explicit:  # elsewhere no page has to be: passed over, as a FIFO is, and never read
+                    problems.append(_link_out(path, "file", root, target))
+                continue
             if source.explicit or _is_regular(entry):  # elsewhere a FIFO, a device or a dangling link is no page
                 _add_source(files, problems, source)
     return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
@@ -168,17 +173,23 @@ def _inside(top, root, entry, real_parent, problems):
     if not entry.is_symlink():
         return os.path.join(real_parent, entry.name)
     target = os.path.realpath(entry.path)
-    if os.path.commonpath([top, target]) == top:
+    if _within(top, target):
         return target
-    problems.append(
-        PageError(
-            display_path(entry.path),
-            "folder",
-            f"expected a folder inside {display_path(root)}, found a link to {display_path(target)}"
-            " (not followed: name it as an input to read it)",
-        )
-    )
+    problems.append(_link_out(entry.path, "folder", root, target))
     return None
+
+
+def _within(top, path):
+    return os.path.commonpath([top, path]) == top
+
+
+def _link_out(path, kind, root, target):
+    return PageError(
+        display_path(path),
+        kind,
+        f"expected a {kind} inside {display_path(root)}, found a link to {display_path(target)}"
+        " (not followed: name it as an input to read it)",
+    )
 
 
 def _source_file(path):
