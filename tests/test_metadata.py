@@ -2,6 +2,8 @@
 
 import re
 import sqlite3
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -183,6 +185,20 @@ def test_metadata_command_writes_and_checks(tmp_path):
     assert output.read_text() == describe.generate()
     fresh = runner.invoke(cli, ["metadata", "--check", "-o", str(output)])
     assert fresh.exit_code == 0 and "up to date" in fresh.output
+
+
+def test_metadata_to_a_folder_that_is_not_there_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build_db.py"), "metadata", "-o", "missing/metadata.yml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert (
+        result.stderr
+        == "Error: missing/metadata.yml: expected a file that can be written (No such file or directory)\n"
+    )
 
 
 SITE_SETTINGS = METADATA["plugins"]["spack-cache-db"]

@@ -98,10 +98,16 @@ def generate(base_path=BASE, queries_folder=QUERIES):
 
 def write(output, base_path=BASE, queries_folder=QUERIES):
     text = generate(base_path, queries_folder)
-    Path(output).write_text(text, encoding="utf-8")
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise MetadataError(f"{output}: expected a file that can be written ({error.strerror})") from error
     return text
 
 
 def is_up_to_date(output, base_path=BASE, queries_folder=QUERIES):
     path = Path(output)
-    return path.exists() and path.read_text(encoding="utf-8") == generate(base_path, queries_folder)
+    try:
+        return path.exists() and path.read_text(encoding="utf-8") == generate(base_path, queries_folder)
+    except (OSError, UnicodeDecodeError) as error:
+        raise MetadataError(f"{output}: expected a readable metadata.yml ({error})") from error
