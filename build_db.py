@@ -1,6 +1,6 @@
 """Build cache.db from Spack build-cache pages: python build_db.py --help"""
 
-from spack_cache_db.cli import cli
+from spack_cache_db import main
 
 if __name__ == "__main__":
-    cli()
+    main()

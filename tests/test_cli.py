@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from pagemaker import spec, write_page
-from paths import SEEDS, SITE
+from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
@@ -182,3 +182,20 @@ def test_the_command_line_imports_no_datasette():
         check=True,
     ).stdout
     assert "'spack_cache_db'" in imported and "'datasette'" not in imported
+
+
+def test_ctrl_c_while_the_modules_are_imported_says_so_without_a_traceback():
+    """Ctrl-C in the first tenth of a second lands in an import (forced there: the import of the commands)."""
+    script = (
+        "import builtins, runpy, sys\n"
+        "real_import = builtins.__import__\n"
+        "def interrupted(name, *args, **kwargs):\n"
+        "    if name == 'spack_cache_db.cli':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real_import(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupted\n"
+        "sys.argv = ['build_db.py', 'build']\n"
+        "runpy.run_path('build_db.py', run_name='__main__')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert (result.returncode, result.stdout, result.stderr) == (130, "", "Interrupted before anything was done.\n")
