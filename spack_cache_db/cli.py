@@ -246,7 +246,7 @@ def find(spec, database, tags, host, output_format):
         parsed = spec_module.parse(text)
         conn = find_module.open_database(database)
     except (spec_module.SpecError, find_module.FindError) as error:
-        click.echo(f"Error: {error}", err=True)
+        click.echo(f"Error: {printable(str(error))}", err=True)
         sys.exit(2)
     try:
         found = find_module.find(conn, text, tags, host)
@@ -254,11 +254,11 @@ def find(spec, database, tags, host, output_format):
     except KeyboardInterrupt:
         sys.exit(130)
     except sqlite3.DatabaseError as error:
-        click.echo(f"Error: {database}: {error}", err=True)
+        click.echo(f"Error: {printable(f'{database}: {error}')}", err=True)
         sys.exit(2)
     _write_found(found, output_format)
     if not found.rows:
-        click.echo("\n".join([f"No binary matches {text!r}.", *map(str, unknown)]), err=True)
+        click.echo("\n".join([f"No binary matches {text!r}.", *(printable(str(line)) for line in unknown)]), err=True)
         sys.exit(1)
     _say_if_limited(found, "narrow the spec or --tag for the rest")
 
@@ -342,7 +342,7 @@ def metadata(output, check):
             sys.exit(0 if up_to_date else 1)
         describe_module.write(output)
     except describe_module.MetadataError as error:
-        click.echo(f"Error: {error}", err=True)
+        click.echo(f"Error: {printable(str(error))}", err=True)
         sys.exit(1)
     click.echo(f"Wrote {output} ({len(describe_module.read_queries())} canned queries)")
 
@@ -375,7 +375,7 @@ def _ask(database, question):
         finally:
             conn.close()
     except lookup.QueryError as error:
-        click.echo(f"Error: {error}", err=True)
+        click.echo(f"Error: {printable(str(error))}", err=True)
         for spec in error.candidates:
             click.echo(f"  /{spec.hash}  {spec.spec}", err=True)
         sys.exit(1 if error.not_found else 2)

@@ -199,3 +199,14 @@ def test_ctrl_c_while_the_modules_are_imported_says_so_without_a_traceback():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
     assert (result.returncode, result.stdout, result.stderr) == (130, "", "Interrupted before anything was done.\n")
+
+
+def test_a_spec_with_a_control_character_is_said_with_it_escaped(cache_db):
+    """What a terminal would act on (an escape sequence) is written as Python writes it, as in every message."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build_db.py"), "find", "hdf5\x1b[31m", "--db", str(cache_db)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and "\\x1b" in result.stderr, result.stderr
