@@ -250,7 +250,14 @@ def find(spec, database, tags, host, output_format):
         sys.exit(2)
     try:
         found = find_module.find(conn, text, tags, host)
-        unknown = [] if found.rows else find_module.unknown_names(parsed, tags, host, find_module.known_in(conn))
+        unknown = (
+            []
+            if found.rows
+            else [
+                *find_module.unknown_names(parsed, tags, host, find_module.known_in(conn)),
+                *find_module.unanswerable(parsed, conn.execute(lookup.HAS_EDGES).fetchone() is not None),
+            ]
+        )
     except KeyboardInterrupt:
         sys.exit(130)
     except sqlite3.DatabaseError as error:

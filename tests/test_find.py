@@ -19,6 +19,7 @@ from test_dependents import BUILD, LINK, build_tags, expanded_subqueries, record
 from spack_cache_db import normalise
 from spack_cache_db.build import build
 from spack_cache_db.query import find as find_module
+from spack_cache_db.query import lookup
 from spack_cache_db.query.spec import parse
 from spack_cache_db.web import describe
 
@@ -405,6 +406,13 @@ def test_nothing_found_is_exit_1_with_the_closest_names(db):
     lines = result.stderr.splitlines()
     assert lines[1].startswith("No host CPU here is called 'zen33': did you mean zen3 ") and lines[1].endswith("?")
     assert lines[2:] == ["No tag here is called 'v9*'."]
+
+
+def test_a_dependency_asked_of_a_database_built_from_pages_says_that_it_has_none(cache_db):
+    """Pages list no dependencies: ^mpich can match nothing there, and find says why rather than nothing."""
+    result = find(cache_db, "hdf5", "^mpich", "--tag", "*")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == ["No binary matches 'hdf5 ^mpich'.", lookup.NO_EDGES]
 
 
 def test_a_spec_that_does_not_parse_is_exit_2_and_one_line(db):

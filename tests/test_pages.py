@@ -213,6 +213,7 @@ SAID = [
         f"develop, the default tag, has no binaries of hdf5. The tags that have them: {SNAPSHOT} (46).",
     ),
     ("/cache/find_binaries?spec=hdf5&tag=v9*+develop", "No tag here matches “v9*”."),
+    ("/cache/find_binaries?spec=hdf5+%5Empich&tag=*", "This database has no dependencies: they come from build-cache"),
     # Only find_binaries takes tag patterns; elsewhere a tag is one name, and a pattern is no tag here.
     ("/cache/dependents?package=bolt&tag=*", "No tag here is called “*”."),
     (f"/cache/search_specs?q=x86_64_v3&tag={SNAPSHOT[:-1]}*", f"No tag here is called “{SNAPSHOT[:-1]}*”."),

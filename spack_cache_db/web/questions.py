@@ -18,7 +18,7 @@ from datasette.renderer import json_renderer
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
-from spack_cache_db.query import canned, find, spec
+from spack_cache_db.query import canned, find, lookup, spec
 from spack_cache_db.web import metadata
 from spack_cache_db.web import spec as web_spec
 
@@ -266,7 +266,9 @@ async def _unknown_in_spec(datasette, database, value):
     known = {
         kind: sorted({row[0] for row in await rows(datasette, database, sql)}) for kind, sql in find.KNOWN_NAMES.items()
     }
-    return [Markup("{}").format(unknown) for unknown in find.unknown_names(parsed, (), "", known.__getitem__)]
+    has_edges = bool(await rows(datasette, database, lookup.HAS_EDGES))
+    said = [*find.unknown_names(parsed, (), "", known.__getitem__), *find.unanswerable(parsed, has_edges)]
+    return [Markup("{}").format(sentence) for sentence in said]
 
 
 async def _unknown_tag_patterns(datasette, database, value):
