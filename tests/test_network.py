@@ -254,6 +254,17 @@ def test_a_url_that_cannot_be_requested_is_one_line(scene, url, expected):
         scene.fails(f"develop={url}", error=f"{url}: location: {expected}")
 
 
+def test_a_url_with_a_password_is_refused_without_showing_it(scene):
+    """Credentials are not sent (urllib would take user:pw@host for a host name), and an error line would show
+    them; the refusal writes them as ***."""
+    expected = "expected a URL without a user name or password (they would be kept and shown with it)"
+    listing = scene.listing({"develop": [("root", "http://user:secret@127.0.0.1:1/index.json")]})
+    scene.fails(listing, error=f"{listing}: develop[0].url: {expected}")
+    scene.fails(
+        "develop=http://user:secret@127.0.0.1:1/mirror", error=f"http://***@127.0.0.1:1/mirror: location: {expected}"
+    )
+
+
 @pytest.mark.parametrize(
     "target, reason",
     [

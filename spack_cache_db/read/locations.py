@@ -50,7 +50,7 @@ class Location:
         try:
             return cls._of(text, local=True) if is_url(text) else _local_path(text)
         except Refused as refused:
-            raise InputError(text, "location", str(refused)) from refused
+            raise InputError(_credentials_hidden(text), "location", str(refused)) from refused
 
     def join(self, reference, field):
         """The location reference names, found in the document at self (relative to it, as a browser resolves
@@ -124,8 +124,15 @@ def _checked_url(url):
         raise Refused(f"expected a URL, found one that cannot be read ({error})") from error
     if not parts.hostname:
         raise Refused("expected a URL with a host")
+    if "@" in parts.netloc:
+        raise Refused("expected a URL without a user name or password (they would be kept and shown with it)")
     _refuse_query_and_fragment(url)
     return url
+
+
+def _credentials_hidden(text):
+    """text with the user name and password of a URL, if it has them, written as ***: what messages show."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", text)
 
 
 def _refuse_query_and_fragment(url):
