@@ -473,6 +473,22 @@ def test_a_v3_blob_that_does_not_match_its_manifest_is_an_error(tmp_path, previo
     )
 
 
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("checksumAlgorithm", "md5", "expected sha256, found 'md5'"),
+        ("checksum", "not hex", "expected a sha256 checksum in hex"),
+    ],
+)
+def test_a_v3_manifest_s_checksum_that_is_no_sha256_names_the_field(tmp_path, previous, field, value, expected):
+    write_v3(tmp_path / "develop", sample_index("8"))
+    manifest = tmp_path / "develop" / "v3" / "manifests" / "index" / "index.manifest.json"
+    document = json.loads(manifest.read_text())
+    document["data"][0][field] = value
+    manifest.write_text(json.dumps(document))
+    assert failing_build(previous, tmp_path / "develop") == f"Error: {manifest}: data.{field}: {expected}"
+
+
 def test_a_truncated_gzip_blob_is_an_error(tmp_path, previous):
     blob = write_v3(tmp_path / "develop", sample_index("8"), compression="gzip")
     path = tmp_path / "develop" / blob

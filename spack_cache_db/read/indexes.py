@@ -195,7 +195,11 @@ def _resolve_v3(source, mirror):
     if manifest.version != 3:
         raise InputError(manifest_url, "version", f"expected 3, found {manifest.version}")
     blob = _newest_database_blob(manifest_url, manifest)
-    if blob.checksumAlgorithm != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", blob.checksum):
+    if blob.checksumAlgorithm != "sha256":
+        raise InputError(
+            manifest_url, "data.checksumAlgorithm", f"expected sha256, found {blob.checksumAlgorithm!r:.80}"
+        )
+    if not re.fullmatch(r"[0-9a-f]{64}", blob.checksum):
         raise InputError(manifest_url, "data.checksum", "expected a sha256 checksum in hex")
     if blob.compression not in ("none", "gzip"):
         raise InputError(manifest_url, "data.compression", f"expected none or gzip, found {blob.compression!r}")
