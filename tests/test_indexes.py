@@ -436,6 +436,17 @@ def test_corrupt_json_names_the_url(tmp_path, previous):
     assert error == f"Error: {index}: file: expected JSON, found {size:,} bytes that are not JSON"
 
 
+def test_a_hash_given_twice_whose_first_record_is_wrong_is_named(tmp_path, previous):
+    """Decoded, a repeated key keeps its last record: the wrong one, before it, is found by the repeat."""
+    text = sample_index("8").decode()
+    at = text.index("{", text.index('"installs"')) + 1  # the first record's place
+    text = text[:at] + f'"{LIBELF_M1}": {{"spec": {{}}}}, ' + text[at:]
+    write_v2(tmp_path / "develop", text.encode())
+    error = failing_build(previous, tmp_path / "develop")
+    index = tmp_path / "develop" / "build_cache" / "index.json"
+    assert error == f"Error: {index}: database.installs.{LIBELF_M1}: expected each hash once, found it again"
+
+
 def test_a_wrong_field_names_the_record(tmp_path, previous):
     def break_version(database):
         database["installs"][LIBELF_M1]["spec"]["version"] = 13

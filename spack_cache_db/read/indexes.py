@@ -5,6 +5,7 @@ into Documents (a tag's binaries of one package), Nodes (specs held only as depe
 Which records are binaries, their stacks, compilers and variants follow the rules cache.spack.io's
 generator used to write its pages from these indexes (see the README's "Build-cache indexes")."""
 
+import collections
 import hashlib
 import json
 import re
@@ -450,6 +451,14 @@ class _RawIndex(msgspec.Struct, gc=False):
     database: _RawDatabase
 
 
+class _InstallsText(msgspec.Struct, gc=False):
+    installs: msgspec.Raw
+
+
+class _IndexOfInstallsText(msgspec.Struct, gc=False):
+    database: _InstallsText
+
+
 def _decode(location, data, shape):
     try:
         return msgspec.json.decode(data, type=shape)
@@ -479,6 +488,20 @@ def _name_the_record(location, data, record_shape):
             msgspec.json.decode(raw, type=record_shape)
         except msgspec.ValidationError as error:
             raise _validation_error(location, error, f"database.installs.{spec_hash}") from error
+    _name_a_repeated_hash(location, data)  # each record alone is fine: one the last of a repeated key replaced
+
+
+def _name_a_repeated_hash(location, data):
+    """A hash given twice in installs keeps only its last record when decoded: the one that failed was earlier."""
+
+    try:
+        installs = msgspec.json.decode(data, type=_IndexOfInstallsText).database.installs
+        keys = [key for key, _ in json.loads(bytes(installs), object_pairs_hook=list)]  # each object as its pairs
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+        return
+    repeated = next((key for key, count in collections.Counter(keys).items() if count > 1), None)
+    if repeated is not None:
+        raise InputError(location, f"database.installs.{repeated}", "expected each hash once, found it again")
 
 
 def _validation_error(location, error, prefix):
