@@ -293,7 +293,12 @@ INPUT_PROBLEMS = "SELECT path, field, message FROM problems WHERE path NOT IN (S
 
 
 def _plan(page_inputs, existing, index_plan, tags):
-    tags_yaml = [entry for path in page_inputs.tags_yaml for entry in read_tags_yaml(path)]
+    tags_yaml = [
+        (tag, stacks)
+        for path in page_inputs.tags_yaml
+        for tag, stacks in read_tags_yaml(path)
+        if inputs.wanted(tag, tags)
+    ]
     tags_digest = file_digest(json.dumps(tags_yaml).encode())
     page_tags = json.dumps([sorted(index_plan.tags), list(tags)])
     known = existing["sources"] if existing else {}

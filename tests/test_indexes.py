@@ -340,6 +340,14 @@ def test_tag_patterns_choose_the_tags_read(tmp_path, stacked):
     ]
 
 
+def test_tag_patterns_choose_the_tags_tags_yaml_declares_too(tmp_path):
+    db = tmp_path / "cache.db"
+    build([SITE], db, tags=["v0.23.*"])
+    assert [row["name"] for row in rows(db, "SELECT name FROM tags ORDER BY name")] == ["v0.23.0", "v0.23.1"]
+    build([SITE], db, tags=["v0.23.*", "v0.22.*"])  # asking for more tags declares them again
+    assert [row["name"] for row in rows(db, "SELECT name FROM tags ORDER BY name")] == ["v0.22.0", "v0.23.0", "v0.23.1"]
+
+
 def test_s3_urls_are_read_from_binaries_spack_io():
     assert Location.named("s3://spack-binaries/develop/blobs/sha256/ab/abc") == Location(
         "https://binaries.spack.io/develop/blobs/sha256/ab/abc", is_local=False
