@@ -544,6 +544,25 @@ async def test_a_capped_answer_with_no_way_on_says_so_as_json(ds):
     assert (len(whole["rows"]) < 100, whole["truncated"], "next_url" in whole) == (True, False, False)
 
 
+async def test_the_json_of_a_question_says_what_its_page_says_of_the_values_asked(ds):
+    """A script reading the JSON can tell a typo or a spec that does not parse from 'no such binary': messages
+    holds the page's sentences, as text; an answer with nothing to say has none."""
+    said = {
+        "/cache/find_binaries.json?spec=hdf5%40%40": [
+            "The spec does not parse: hdf5@@: expected a version after '@' (column 5)."
+        ],
+        "/cache/find_binaries.json?package=hdf&tag=*": ["No package here is called “hdf”. Did you mean hdf5?"],
+        "/cache/hash_lookup.json?hash=jr": [
+            "Give at least 4 characters of the hash: fewer match too many binaries to tell."
+        ],
+    }
+    for path, messages in said.items():
+        data = (await ds.client.get(path)).json()
+        assert (data["rows"], data["messages"]) == ([], messages), path
+    found = (await ds.client.get("/cache/find_binaries.json?spec=bolt")).json()
+    assert found["rows"] and "messages" not in found
+
+
 async def test_tag_matrix_covers_the_whole_tag(ds):
     rows = await query(ds, "tag_matrix", tag="develop-2025-04-20")
     assert sum(row["specs"] for row in rows) == 80

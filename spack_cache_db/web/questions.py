@@ -176,24 +176,26 @@ def next_page(name, request):
 
 @hookimpl
 def register_output_renderer(datasette):
-    """.json as Datasette writes it, and for a capped answer of one of our questions what its page says under
-    the rows: truncated (there may be more rows), and next_url (with the Link header Datasette gives a table's
-    next page) for a question that goes on after its last row. Every other page's JSON is Datasette's own."""
+    """.json as Datasette writes it, and for one of our questions what its page says beside the rows: messages
+    (what it says of the values asked, and why nothing was found: a spec that does not parse, a name the
+    database does not hold), and for a capped answer truncated (there may be more rows) and next_url (with the
+    Link header Datasette gives a table's next page) for a question that goes on after its last row. Every
+    other page's JSON is Datasette's own."""
     return {"extension": "json", "render": render_json}
 
 
 async def render_json(datasette, database, query_name, request, data, args, view_name):
     rows = data.get("rows") or []
-    if (
-        query_name in metadata.query_names()
-        and database in metadata.ours(datasette)
-        and not data.get("error")
-        and await has_more(datasette, database, query_name, request, len(rows))
-    ):
-        data["truncated"] = True
-        link = next_page(query_name, request)["spack_next_page"]
-        if link:
-            data["next_url"] = datasette.absolute_url(request, link(rows[-1]))
+    if query_name in metadata.query_names() and database in metadata.ours(datasette) and not data.get("error"):
+        going_on = next_page(query_name, request)
+        query = await datasette.get_canned_query(database, query_name, request.actor)
+        said = await sentences(datasette, database, query, request, len(rows), going_on["spack_continued"])
+        if said:
+            data["messages"] = [sentence.striptags() for sentence in said]
+        if await has_more(datasette, database, query_name, request, len(rows)):
+            data["truncated"] = True
+            if going_on["spack_next_page"]:
+                data["next_url"] = datasette.absolute_url(request, going_on["spack_next_page"](rows[-1]))
     return json_renderer(args, data, view_name)
 
 
