@@ -393,3 +393,24 @@ async def test_an_ambiguous_hash_prefix_names_the_specs_it_could_be(dags):
         404,
         {"error": f"hash: {prefix!r} is the start of 2 hashes: give more characters"},
     )
+
+
+@pytest.mark.asyncio
+async def test_a_spec_that_is_only_a_dependency_is_said_to_be_one_where_the_app_links_to_it(index_db):
+    """The diff page links a hash to hash_lookup and the package page links a dependency to its package: for an
+    external gcc, which no tag lists as a binary, both pages say what it is rather than that nothing matches."""
+    status, looked_up = await web_json(index_db, "hash_lookup.json", hash=GCC_EXTERNAL[:7])
+    assert (status, looked_up["rows"]) == (200, [])
+    (said,) = looked_up["messages"]
+    assert said.startswith(f"No binary's hash starts with “{GCC_EXTERNAL[:7]}”. gcc@")
+    assert said.endswith(
+        f" /{GCC_EXTERNAL[:7]} is only a dependency of binaries (an external, or a compiler they were built with)."
+    )
+    _, package = await web_json(index_db, "package.json", package="gcc")
+    assert package["messages"] == [
+        "gcc has no binaries here: it is only a dependency of binaries (an external, or a compiler they were built with)."
+    ]
+    ds = Datasette(immutables=[str(index_db)])
+    await ds.invoke_startup()
+    page = (await ds.client.get(f"/{index_db.stem}/hash_lookup?hash={GCC_EXTERNAL[:7]}")).text
+    assert f'<a href="/{index_db.stem}/-/dependencies?hash={GCC_EXTERNAL}">gcc@' in page

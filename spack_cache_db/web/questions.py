@@ -339,7 +339,7 @@ async def _unknown_version(datasette, database, package, version):
 
 async def _why_nothing(datasette, database, query, request, given):
     if given.get("hash"):
-        return [Markup("No binary's hash starts with “{}”.").format(given["hash"].lower().lstrip("/"))]
+        return [await _no_binary_with_hash(datasette, database, given["hash"].lower().lstrip("/"))]
     if given.get("q"):
         return [Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])]
     package = given.get("package", "").lower() or _package_of(given.get("spec", ""))
@@ -353,10 +353,36 @@ async def _why_nothing(datasette, database, query, request, given):
         compared = await _not_compared(datasette, database, given)
         if compared:
             return compared
+    if package and not await rows(datasette, database, _TAGS_OF_A_PACKAGE, [package]):
+        if await rows(datasette, database, "SELECT 1 FROM packages WHERE name = ?", [package]):
+            return [Markup("{} has no binaries here: it is {}").format(package, _ONLY_A_DEPENDENCY)]
     if any(given.values()):
         noun = query.get("rows", ["row", "rows"])[1]
         return [Markup("No {} match all of these fields: leave one empty to see more.").format(noun)]
     return []
+
+
+# Of a spec, or a package's specs, that the database holds only as what binaries depend on.
+_ONLY_A_DEPENDENCY = "only a dependency of binaries (an external, or a compiler they were built with)."
+_DEPENDENCY_ONLY_SPECS = (
+    "SELECT specs.hash, configuration_specs.spec FROM specs"
+    " JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id"
+    " WHERE specs.hash >= :prefix AND specs.hash < :prefix || '~'"
+    " AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id) LIMIT 2"
+)
+
+
+async def _no_binary_with_hash(datasette, database, prefix):
+    """Why no binary's hash starts with prefix; a spec that is a dependency only is named, with its page."""
+    from spack_cache_db.web import views  # which imports this module
+
+    said = Markup("No binary's hash starts with “{}”.").format(prefix)
+    found = await rows(datasette, database, _DEPENDENCY_ONLY_SPECS, {"prefix": prefix})
+    if len(found) != 1:
+        return said
+    spec_hash, spec_string = found[0]
+    url = views.page_url(datasette, database, views.DEPENDENCIES, {"hash": spec_hash})
+    return said + Markup(' <a href="{}">{} /{}</a> is {}').format(url, spec_string, spec_hash[:7], _ONLY_A_DEPENDENCY)
 
 
 async def _not_compared(datasette, database, given):
