@@ -218,6 +218,10 @@ SAID = [
     ("/cache/dependents?package=bolt&tag=*", "No tag here is called “*”."),
     (f"/cache/search_specs?q=x86_64_v3&tag={SNAPSHOT[:-1]}*", f"No tag here is called “{SNAPSHOT[:-1]}*”."),
     ("/cache/stacks_in_tag?tag=develop+v0.23.1", "No tag here is called “develop v0.23.1”."),
+    (
+        f"/cache/search_specs?q=%7Empi&tag={SNAPSHOT}",
+        "A search matches words, not a spec: +mpi and ~mpi both match the word mpi. Find binaries reads “~mpi” as a spec.",
+    ),
     ("/cache/hash_lookup?hash=ab", "Give at least 4 characters of the hash: fewer match too many binaries to tell."),
     ("/cache/hash_lookup?hash=/AAAA", "No binary's hash starts with “aaaa”."),
     (
@@ -440,3 +444,17 @@ async def test_the_package_page_shows_what_its_binaries_depend_on_and_who_links_
 async def test_the_package_page_of_a_pages_only_database_says_where_dependencies_come_from(ds):
     section = dependencies_section(await page(ds, f"/cache/package?package=hdf5&tag={SNAPSHOT}"))
     assert "This database has no dependencies: they come from build-cache indexes" in " ".join(text_of(section).split())
+
+
+async def test_a_search_for_a_spec_leads_to_find_binaries_with_it(ds):
+    """name@version spans two fields of a binary, which no word of a search can: the page says so, and its link
+    asks Find binaries for the same text as a spec, which finds the binaries."""
+    text = await page(ds, f"/cache/search_specs?q=hdf5%401.14.6&tag={SNAPSHOT}")
+    assert sentences(text) == [
+        "No binary has every word of “hdf5@1.14.6”: search for fewer words.",
+        "A search matches words, not a spec: a word does not span two fields, as name@version."
+        " Find binaries reads “hdf5@1.14.6” as a spec.",
+    ]
+    link = html.unescape(re.search(r'<a href="([^"]*find_binaries[^"]*)">Find binaries</a>', text).group(1))
+    assert "spack-found" in await page(ds, link)
+    assert len(re.findall(r"<tr", await page(ds, link))) > 1

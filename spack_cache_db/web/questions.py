@@ -256,7 +256,24 @@ async def _unknown(datasette, database, query, request, name, value, given):
         prefix = value.lower().lstrip("/")
         if len(prefix) < 4:
             return [Markup("Give at least 4 characters of the hash: fewer match too many binaries to tell.")]
+    elif name == "q" and _SIGNED_VARIANT.search(value):
+        return [_as_a_spec(datasette, database, given, "+mpi and ~mpi both match the word mpi")]
     return []
+
+
+# A word of a search that a spec would read as a variant's sign: the search's words do not keep it.
+_SIGNED_VARIANT = re.compile(r"(?:^|\s)[+~][A-Za-z]")
+
+
+def _as_a_spec(datasette, database, given, why):
+    """That a search matches words, not a spec (why: what it reads otherwise), and the link that asks Find
+    binaries for the search's text as a spec, in the same tag."""
+    from spack_cache_db.web import views  # which imports this module
+
+    url = views.question_url(datasette, database, "find_binaries", {"spec": given["q"], "tag": given.get("tag", "")})
+    return Markup(
+        'A search matches words, not a spec: {}. <a href="{}">Find binaries</a> reads “{}” as a spec.'
+    ).format(why, url, given["q"])
 
 
 async def _unknown_in_spec(datasette, database, value):
@@ -341,7 +358,10 @@ async def _why_nothing(datasette, database, query, request, given):
     if given.get("hash"):
         return [await _no_binary_with_hash(datasette, database, given["hash"].lower().lstrip("/"))]
     if given.get("q"):
-        return [Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])]
+        said = Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])
+        if "@" in given["q"] and not _SIGNED_VARIANT.search(given["q"]):  # a signed variant has said it
+            return [said, _as_a_spec(datasette, database, given, "a word does not span two fields, as name@version")]
+        return [said]
     package = given.get("package", "").lower() or _package_of(given.get("spec", ""))
     if package and "tag" in given:
         tags = await rows(datasette, database, _TAGS_OF_A_PACKAGE, [package])

@@ -2,8 +2,9 @@
 -- description: >-
 --   Full-text search over the binaries of a tag: package, version, compiler, os, platform, target,
 --   variants and stacks (for example: hdf5 mpi, cuda_arch=80, neoverse_v2 gcc, e4s-oneapi). Every
---   word has to match; any text is safe to type. An empty search lists the whole tag. Tag defaults to
---   develop (or the newest tag). At most 1,000 rows, 100 for an empty search.
+--   word has to match; any text is safe to type. Words, not a spec: +mpi and ~mpi both match mpi
+--   (Find binaries reads a spec). An empty search lists the whole tag. Tag defaults to develop (or
+--   the newest tag). At most 1,000 rows, 100 for an empty search.
 -- params: [q, tag]
 -- button: Search
 -- rows: [binary, binaries]
