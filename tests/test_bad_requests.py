@@ -178,3 +178,14 @@ def test_bad_requests_leave_no_traceback_in_the_server_log(cache_db):
         text = log.read().decode()
     assert statuses == [400] * len(statuses) and served == 200
     assert [line for line in text.splitlines() if not line.startswith("INFO:")] == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("page", ["packages.csv", "dependencies.csv", "nothing", "diff/more"])
+async def test_an_address_under_our_pages_that_is_none_of_them_is_not_found_naming_them(ds, page):
+    """Datasette would take /cache/-/... for a table called '-' (400: no such table)."""
+    response = await asyncio.wait_for(ds.client.get(f"/cache/-/{page}"), 10)
+    assert response.status_code == 404
+    assert shown_error(response) == (
+        f"No page /-/{page} here: the pages are /-/dependencies, /-/diff, /-/packages, each also as .json."
+    )
