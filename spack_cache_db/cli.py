@@ -137,12 +137,17 @@ class _progress:
     def start_indexes(self, total):
         self._open("Reading indexes", total, self._downloads)
 
+    # click draws the bar again only once a step is made: what changes within a step is drawn here.
     def downloaded(self, size):
         self.bytes += size
-        self.bar.update(0, None)
+        self.bar.render_progress()
 
-    def index_read(self, source):
-        self.bar.update(1, source)
+    def index_started(self, source):
+        self.bar.current_item = source
+        self.bar.render_progress()
+
+    def index_read(self):
+        self.bar.update(1)
 
     def _open(self, label, total, show):
         if self.bar is not None:

@@ -747,6 +747,7 @@ def test_a_terminal_shows_the_bytes_downloaded_and_the_tag_being_read(tmp_path, 
     with serving(stacked.parent) as (base, _):
         stdout, terminal = run_in_terminal("build", f"{base}/cache_spack_io_index.json", "-o", str(tmp_path / "c.db"))
     assert "Reading indexes" in terminal and "MB downloaded" in terminal and "develop" in terminal
+    assert re.search(r"0/4 +[0-9.]+ MB downloaded, \S+ \S+", terminal), terminal  # the first, while it downloads
     assert "  indexes           4  read for 2 tag(s); 0 tag(s) unchanged, 0 failed" in stdout.splitlines()
     quiet_out, quiet_terminal = run_in_terminal("build", str(stacked), "-o", str(tmp_path / "d.db"), "--quiet")
     assert (quiet_out, quiet_terminal) == ("", "")

@@ -218,10 +218,12 @@ def read_tag(index_tag, configurations, keep_going, progress=None):
 def _read_index(resolved, known, progress):
     """A downloaded index parsed; a stack's index whose binaries the indexes read before have the facts of is
     only listed (which binaries it has)."""
+    if progress:
+        progress.index_started(resolved.source)
     if resolved.fetched is None or resolved.fetched.data is None:  # not downloaded yet, or only asked about
         resolved.fetched = read_indexes.download(resolved, progress=progress.downloaded if progress else None)
     if progress:
-        progress.index_read(resolved.source)
+        progress.index_read()
     data, label, url = resolved.fetched.data, resolved.source.label, str(resolved.index_url)
     resolved.fetched = dataclasses.replace(resolved.fetched, data=None)  # the bytes are not kept past this
     if label != ROOT and known:
