@@ -1,11 +1,11 @@
 """The canned queries in queries/<name>.sql, which the web serves as its questions and the terminal runs as the
 same SQL: each file starts with a YAML header in SQL comments (title, description, params, button: what its
 form's button says, rows: what one row is, singular and plural, and, optionally, chart: the dashboard that
-draws it, hidden_columns: those its page leaves out, for JSON and CSV, tag_patterns: true when its tag takes shell
-patterns, and next_page: {parameter: column, ...}, when the rows after a capped answer are asked for by setting
-each parameter to its column of the last row); the
-rest of the file is the query, runnable as it is in Datasette and in sqlite3. Its :_spec_ parameters are
-magic: the plugin makes them from the spec field (query/spec.py), and sqlite3 takes them as empty.
+draws it, hidden_columns: those its page leaves out, for JSON and CSV, tag_patterns: true when its tag takes
+shell patterns, and next_page: {parameter: column, ...}, when the rows after a capped answer are asked for by
+setting each parameter to its column of the last row); the rest of the file is the query, runnable as it is in
+Datasette and in sqlite3. Its :_spec_ parameters are magic: the plugin makes them from the spec field
+(query/spec.py), and sqlite3 takes them as empty.
 
 A query whose answer is capped declares the cap once, as its common table expression row_limit (one row,
 one column: rows), and its LIMITs read it there. The web page and the terminal run that table alone with the

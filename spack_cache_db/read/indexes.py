@@ -488,12 +488,11 @@ def _name_the_record(location, data, record_shape):
             msgspec.json.decode(raw, type=record_shape)
         except msgspec.ValidationError as error:
             raise _validation_error(location, error, f"database.installs.{spec_hash}") from error
-    _name_a_repeated_hash(location, data)  # each record alone is fine: one the last of a repeated key replaced
+    _name_a_repeated_hash(location, data)  # each record is fine alone: a later one of its hash replaced the wrong one
 
 
 def _name_a_repeated_hash(location, data):
     """A hash given twice in installs keeps only its last record when decoded: the one that failed was earlier."""
-
     try:
         installs = msgspec.json.decode(data, type=_IndexOfInstallsText).database.installs
         keys = [key for key, _ in json.loads(bytes(installs), object_pairs_hook=list)]  # each object as its pairs
