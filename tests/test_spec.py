@@ -169,6 +169,8 @@ def test_versions_of_a_package_and_of_its_compiler_are_ranges_of_the_same_kind()
     assert root.versions == [[key("1.14"), ""]]
     assert root.compiler_versions == [[key("13"), key("14")]]
     assert parse("hdf5 %gcc@=13.2.0").root.compiler_versions == [[key("13.2.0"), key("13.2.0") + "00"]]
+    # A version after the compiler's name, even apart from it, is the compiler's in Spack 0.x and 1.x alike.
+    assert parse("hdf5@1.14: %gcc @13").nodes == parse("hdf5@1.14: %gcc@13").nodes
     assert parse("hdf5 ^mpich@4:").dependencies[0].versions == [[key("4"), ""]]
 
 
@@ -222,8 +224,12 @@ ERRORS = [
         "hdf5 %gcc target=zen3: write 'target=zen3' before '%gcc': after it, Spack 1.x reads it as the compiler's (column 11)",
     ),
     (
-        "hdf5 %gcc @13",
-        "hdf5 %gcc @13: write '@13' before '%gcc': after it, Spack 1.x reads it as the compiler's (column 11)",
+        "hdf5 %gcc@13 @1.14",
+        "hdf5 %gcc@13 @1.14: write '@1.14' before '%gcc': after it, Spack 1.x reads it as the compiler's (column 14)",
+    ),
+    (
+        "hdf5 namespace=builtin",
+        "hdf5 namespace=builtin: namespaces are not recorded in the cache: leave namespace= out (column 6)",
     ),
     ("hdf5 ^zlib ^zlib", "hdf5 ^zlib ^zlib: 'zlib' is named twice after '^': give its constraints once (column 12)"),
     ("/abc1", "/abc1: expected a hash: up to 32 characters of Spack's base32 alphabet (a-z, 2-7) (column 2)"),

@@ -272,6 +272,8 @@ class _Parser:
             self.arch(node, token, part, value)
         elif name in COMPILER_FLAGS:
             self.fail(f"compiler flags are not recorded in the cache: leave {name}= out", token.column)
+        elif name == "namespace":
+            self.fail("namespaces are not recorded in the cache: leave namespace= out", token.column)
         elif value.lower() in ("true", "false") and operator.rstrip("=") == "":
             self.variant(node, token, name, "+" if value.lower() == "true" else "~", [])
         else:
@@ -352,7 +354,7 @@ class _Parser:
             self.fail("a node has one compiler here: give one '%'", percent.column)
         node.compiler = name.text.lower()
         version = self.peek()
-        if version is not None and version.kind == "version" and version.start == name.end:
+        if version is not None and version.kind == "version":  # %gcc @13 too: Spack 0.x and 1.x read gcc@13
             self.position += 1
             node.compiler_versions = self.versions(version)
         after = self.peek()
