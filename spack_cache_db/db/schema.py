@@ -20,8 +20,8 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
-# 11: configurations by variant set; 12: per-tag rows by tag
-SCHEMA_VERSION = 12
+# 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before
+SCHEMA_VERSION = 13
 
 TABLES = """
 CREATE TABLE tags (

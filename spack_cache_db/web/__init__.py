@@ -68,6 +68,7 @@ def startup(datasette):
             name for name, db in datasette.databases.items() if not db.is_memory and await metadata.built_by_us(db)
         ]
         metadata.remember(datasette, names)
+        await metadata.note_outdated(datasette, names)
         for name in names:
             db = datasette.databases[name]
             search.lead_with_matches(datasette, db, name)

@@ -24,6 +24,7 @@ from datasette.utils.asgi import BadRequest, Response
 from datasette.views.base import DatasetteError
 
 from spack_cache_db.records import one_line
+from spack_cache_db.web import metadata
 
 # The filters that take a list: a JSON list or values separated by commas.
 _LIST_FILTERS = ("__in", "__notin")
@@ -91,9 +92,12 @@ async def response_for(datasette, request, exception):
         faults = await _faults_in_a_table_request(datasette, database, tilde_decode(name), request)
     if not faults and _is_about_the_request(exception):
         faults = [one_line(exception.message)]
-    if not faults:
-        return None
-    return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
+    if faults:
+        return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
+    outdated = metadata.outdated(datasette, database.name) if database else None
+    if outdated:  # not the request's fault, nor ours: what the database's schema lacks
+        return await _error(datasette, request, 503, "Database out of date", outdated)
+    return None
 
 
 def _is_about_the_request(exception):

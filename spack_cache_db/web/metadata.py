@@ -16,10 +16,12 @@ import weakref
 
 from datasette import hookimpl
 
+from spack_cache_db.db.schema import SCHEMA_DIGEST, SCHEMA_VERSION
 from spack_cache_db.web import describe
 
 PLUGIN = "spack-cache-db"  # the key of this project's settings in the metadata's plugins
 _served = weakref.WeakKeyDictionary()  # Datasette -> ({name of one of our databases: its path}, their metadata)
+_outdated = weakref.WeakKeyDictionary()  # Datasette -> {name of one of our databases: what an older version built}
 
 
 async def built_by_us(db):
@@ -29,6 +31,31 @@ async def built_by_us(db):
     except sqlite3.Error:
         return False
     return bool(rows.rows)
+
+
+async def note_outdated(datasette, names):
+    """Of our databases, those an older version of this project built (another schema): their pages may fail
+    where they read what their schema lacks. Said at start-up, and by each page that fails (outdated)."""
+    outdated = {}
+    for name in names:
+        db = datasette.databases[name]
+        rows = await db.execute("SELECT key, value FROM build_info WHERE key IN ('schema_version', 'schema_digest')")
+        built = dict(rows.rows)
+        if (built.get("schema_version"), built.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
+            outdated[name] = OUTDATED.format(path=db.path, version=built.get("schema_version"), current=SCHEMA_VERSION)
+            sys.stderr.write(f"spack-cache-db: {outdated[name]}\n")
+    _outdated[datasette] = outdated
+
+
+OUTDATED = (
+    "{path} was built by another version of spack-cache-db (schema {version}; this one reads {current}), and"
+    " pages that read what its schema lacks fail: build it again (python build_db.py build YOUR INPUTS -o {path})"
+)
+
+
+def outdated(datasette, database):
+    """What to say of a database an older version of this project built; None for the others."""
+    return _outdated.get(datasette, {}).get(database)
 
 
 def remember(datasette, names):
