@@ -414,3 +414,16 @@ async def test_a_spec_that_is_only_a_dependency_is_said_to_be_one_where_the_app_
     await ds.invoke_startup()
     page = (await ds.client.get(f"/{index_db.stem}/hash_lookup?hash={GCC_EXTERNAL[:7]}")).text
     assert f'<a href="/{index_db.stem}/-/dependencies?hash={GCC_EXTERNAL}">gcc@' in page
+
+
+@pytest.mark.asyncio
+async def test_dependents_of_a_binary_nothing_links_against_does_not_say_that_its_hash_is_not_here(index_db):
+    conn = sqlite3.connect(index_db)
+    (spec_hash,) = conn.execute(
+        "SELECT hash FROM binaries WHERE tag = 'develop' AND NOT EXISTS"
+        " (SELECT 1 FROM spec_dependencies JOIN specs ON specs.id = spec_dependencies.dependency_id"
+        "  WHERE specs.hash = binaries.hash) LIMIT 1"
+    ).fetchone()
+    status, answer = await web_json(index_db, "dependents.json", hash=spec_hash[:7], tag="develop")
+    assert (status, answer["rows"]) == (200, [])
+    assert answer["messages"] == ["No binaries match all of these fields: leave one empty to see more."]

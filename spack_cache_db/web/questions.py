@@ -358,7 +358,9 @@ async def _unknown_version(datasette, database, package, version):
 
 async def _why_nothing(datasette, database, query, request, given):
     if given.get("hash"):
-        return [await _no_binary_with_hash(datasette, database, given["hash"].lower().lstrip("/"))]
+        prefix = given["hash"].lower().lstrip("/")
+        if not await rows(datasette, database, _BINARY_WITH_PREFIX, {"prefix": prefix}):
+            return [await _no_binary_with_hash(datasette, database, prefix)]
     if given.get("q"):
         said = Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])
         if "@" in given["q"] and not _SIGNED_VARIANT.search(given["q"]):  # a signed variant has said it
@@ -386,6 +388,10 @@ async def _why_nothing(datasette, database, query, request, given):
 
 # Of a spec, or a package's specs, that the database holds only as what binaries depend on.
 _ONLY_A_DEPENDENCY = "only a dependency of binaries (an external, or a compiler they were built with)."
+_BINARY_WITH_PREFIX = (
+    "SELECT 1 FROM specs WHERE specs.hash >= :prefix AND specs.hash < :prefix || '~'"
+    " AND EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id) LIMIT 1"
+)
 _DEPENDENCY_ONLY_SPECS = (
     "SELECT specs.hash, configuration_specs.spec FROM specs"
     " JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id"
