@@ -50,3 +50,11 @@ async def test_a_database_this_version_built_says_nothing_of_it(cache_db, capsys
     await ds.invoke_startup()
     assert "another version" not in capsys.readouterr().err
     assert (await ds.client.get("/cache/tag_diff?to_tag=develop-2025-04-20")).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_what_fails_for_another_reason_there_is_not_blamed_on_its_schema(outdated_db):
+    ds = Datasette(immutables=[str(outdated_db)], settings={"sql_time_limit_ms": 1})
+    await ds.invoke_startup()
+    response = await ds.client.get("/cache/binaries?_search=linux&_sort=package")
+    assert response.status_code == 400 and "another version" not in html.unescape(response.text)

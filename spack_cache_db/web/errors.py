@@ -95,7 +95,7 @@ async def response_for(datasette, request, exception):
     if faults:
         return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
     outdated = metadata.outdated(datasette, database.name) if database else None
-    if outdated:  # not the request's fault, nor ours: what the database's schema lacks
+    if outdated and "no such " in str(exception):  # not the request's fault, nor ours: what the schema lacks
         return await _error(datasette, request, 503, "Database out of date", outdated)
     return None
 

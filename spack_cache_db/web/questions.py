@@ -186,7 +186,7 @@ def register_output_renderer(datasette):
 
 async def render_json(datasette, database, query_name, request, data, args, view_name):
     rows = data.get("rows") or []
-    if data.get("error") and metadata.outdated(datasette, database):
+    if "no such " in (data.get("error") or "") and metadata.outdated(datasette, database):
         data["messages"] = [metadata.outdated(datasette, database)]
     if query_name in metadata.query_names() and database in metadata.ours(datasette) and not data.get("error"):
         going_on = next_page(query_name, request)
