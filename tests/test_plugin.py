@@ -426,6 +426,34 @@ async def test_filters_that_match_a_large_share_of_the_binaries_are_not_narrowed
     assert sorted((row["tag"], row["hash"]) for row in data["rows"]) == expected
 
 
+STACK_NARROWING = re.compile(
+    r" and listing_id in \(select id from listings where stack_set_id in \(select id from stack_sets where"
+    r" stack_sets\.id in \(select stack_set_id from stack_memberships where stack = :\w+\)\)\)"
+)
+
+
+@pytest.mark.asyncio
+async def test_a_stack_of_few_binaries_goes_through_its_sets_and_listings_and_keeps_the_rows(cache_db):
+    """A stack of few binaries (they may all lie at the end of the view: a scan for a page of them read most of
+    the history, past the time limit) picks its sets of stacks and their listings by index; the rows stay those
+    of the filter alone. A stack of most binaries (root) is found sooner by a scan."""
+    conn = connect_as_datasette(cache_db)
+    (stack,) = conn.execute(
+        "SELECT value FROM binaries_facet_counts WHERE facet = 'stacks' ORDER BY binaries, value LIMIT 1"
+    ).fetchone()
+    data = await get_json(served(cache_db), f"/cache/binaries.json?stacks__arraycontains={stack}&_size=max")
+    sql, params = data["query"]["sql"], data["query"]["params"]
+    assert STACK_NARROWING.search(sql)
+    expected = sorted(conn.execute(STACK_NARROWING.sub(" ", sql).replace("limit 1001", ""), params).fetchall())
+    assert 0 < len(expected) == data["filtered_table_rows_count"] == len(data["rows"])
+    assert sorted(map(tuple, data["rows"])) == expected
+    plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+    assert all(index in plan for index in ("page_specs_by_listing", "listings_by_stack_set")), plan
+    assert "stack_set_members_by_stack" in plan, plan
+    root = await get_json(served(cache_db), "/cache/binaries.json?stacks__arraycontains=root")
+    assert not STACK_NARROWING.search(root["query"]["sql"])
+
+
 @pytest.mark.parametrize("query", ["tag=develop&hash__startswith=a", "stacks__arraycontains=e4s"])
 @pytest.mark.asyncio
 async def test_filters_on_other_columns_add_nothing(cache_db, query):

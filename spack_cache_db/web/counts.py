@@ -428,7 +428,7 @@ def rows_where(request, database, table, datasette, names):
         )
         narrowed = _checked_per_match(request, narrow_by, apart)
     else:
-        narrowed = _narrowing(request, narrow_by)
+        narrowed = _narrowing(request, narrow_by, *_narrowing_parts(narrow_by)[0])  # its rows are those of its columns
     narrowed = combined(narrowed, by_rows)
     where, params = (narrowed.where_clauses, narrowed.params) if narrowed else ([], {})
     if not where and search is None:
@@ -640,10 +640,14 @@ def filters_from_request(request, database, table, datasette):
             # filters pick, gathered first, took 300-470 ms in the spread history before a search of hdf5 read
             # its first match; checked per match by key, 150 ms in the usual shape; not at all, 1-13 ms.
             return None
-        narrowed = _narrowing(request, narrow_by)
-        if narrowed is None or await _selects_many(request, database, table, datasette, narrow_by):
+        if not narrow_by:
             return None
-        return narrowed
+        narrowed = [
+            _narrowing(request, narrow_by, part, prefix)
+            for part, prefix in _narrowing_parts(narrow_by)
+            if not await _selects_many(request, database, table, datasette, part)
+        ]
+        return combined(*narrowed)
 
     # Datasette calls it when it gets to it; a coroutine made here would be left unawaited (a warning in the
     # server's log) when another filter raises first, as a bad _through does.
@@ -659,22 +663,29 @@ def _searches_by_key(metadata, narrow_by):
     return bool(narrow_by) and metadata.get("fts_pk") == narrow_by["key"]
 
 
-def _narrowing(request, narrow_by):
-    """key in (the table_keys of the rows of table that the page's filters on narrow_by's columns select or,
-    with through, the keys of the rows of through whose column is one of them): the matching rows of table
-    first, then their keys by index."""
-    if not narrow_by:
-        return None
-    where, params = _part_filters(request, narrow_by, NARROWING)
+def _narrowing_parts(narrow_by):
+    """(part, the prefix of its parameters) of each part whose filters can narrow the keys: narrow_by's own
+    table and, with through, the other parts reached through its columns (a binary's set of stacks)."""
+    parts = _key_parts(narrow_by) if "through" in narrow_by else [narrow_by]
+    return [(part, f"{NARROWING}{n}_" if n else NARROWING) for n, part in enumerate(parts)]
+
+
+def _narrowing(request, narrow_by, part, prefix):
+    """key in (the table_keys of the rows of the part's table that the page's filters on its columns select
+    or, with through, the keys of the rows of through whose column is one of them): the matching rows of the
+    table first, then their keys by index; None when the page does not filter on its columns."""
+    where, params = _part_filters(request, part, prefix)
     if not where:
         return None
-    key, rows, rows_key = (escape_sqlite(narrow_by[name]) for name in ("key", "table", "table_key"))
+    key, rows, rows_key = (
+        escape_sqlite(narrow_by["key"]),
+        escape_sqlite(part["table"]),
+        escape_sqlite(part["table_key"]),
+    )
     selected = f"select {rows_key} from {rows} where {' and '.join(where)}"
     if "through" in narrow_by:
-        through, through_key, through_column = (
-            escape_sqlite(narrow_by["through"][name]) for name in ("table", "key", "column")
-        )
-        selected = f"select {through_key} from {through} where {through_column} in ({selected})"
+        through, through_key = (escape_sqlite(narrow_by["through"][name]) for name in ("table", "key"))
+        selected = f"select {through_key} from {through} where {escape_sqlite(part['column'])} in ({selected})"
     return FilterArguments([f"{key} in ({selected})"], params)
 
 
@@ -750,18 +761,18 @@ def _part_filters(request, part, prefix):
     return [*clauses, *where], {**params, **{f"{prefix}{name}": value for name, value in filtered.items()}}
 
 
-async def _selects_many(request, database, table, datasette, narrow_by):
-    """Whether the page's filters on narrow_by's columns, exact values of counted facets, select more than
-    narrow_by's below_share of the view's rows, as the count tables count them (never, without a share)."""
-    if "below_share" not in narrow_by:
+async def _selects_many(request, database, table, datasette, part):
+    """Whether the page's filters on a narrowing part's columns, exact values of counted facets, select more
+    than its below_share of the view's rows, as the count tables count them (never, without a share)."""
+    if "below_share" not in part:
         return False
-    narrowing = urllib.parse.urlencode(filter_pairs(request, narrow_by["columns"]))
+    narrowing = urllib.parse.urlencode(filter_pairs(request, part["columns"]))
     tables = await count_tables(datasette, database, table)
     rows = await _stored_count(datasette, database, tables, facet_filters(narrowing, countable(tables)))
     if rows is None:
         return False
     stored = await datasette.get_database(database).execute("select count from row_counts where name = ?", [table])
-    return bool(stored.rows) and rows > narrow_by["below_share"] * stored.rows[0][0]
+    return bool(stored.rows) and rows > part["below_share"] * stored.rows[0][0]
 
 
 async def use_stored_row_counts(datasette, name, db):
