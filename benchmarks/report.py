@@ -579,9 +579,14 @@ def render_served(serving):
     return [
         "### Served pages",
         "",
-        "The binaries page; the first value (most binaries, root left out) of each facet the page shows, the "
-        "package with the most binaries in the newest tag, a search, a broad search, and the first value of each "
-        "facet the broad search's page shows." + fallback,
+        "The binaries page; the first value (most binaries, root left out) of each facet the page shows"
+        + (
+            " and the one with the fewest"
+            if any(c["name"].endswith(", fewest") for c in serving["facet_clicks"])
+            else ""
+        )
+        + ", the package with the most binaries in the newest tag, a search, a broad search, and the first value of"
+        " each facet the broad search's page shows." + fallback,
         "",
         *table(
             page_header,

@@ -456,6 +456,19 @@ def top_facet_values(client, arguments, fallback):
     return top, fallen_back
 
 
+def fewest_facet_values(client):
+    """{facet: the value with the fewest binaries} of each facet of the whole binaries page (all its values, not
+    root): a click on it filters by what may lie anywhere in the view, all of it in a few late tags, say."""
+    status, body, _ = client.get(url("/cache/binaries.json", {"_size": 1, "_facet_size": "max"}))
+    facets = json.loads(body)["facet_results"] if status == 200 else {}
+    fewest = {}
+    for facet in FACETS:
+        results = [r for r in facets.get(facet, {}).get("results", []) if r["value"] != "root"]
+        if results:
+            fewest[facet] = min(results, key=lambda r: (r["count"], r["value"]))["value"]
+    return fewest
+
+
 def arguments_of(path):
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
 
@@ -466,11 +479,12 @@ def broad_search(top):
     return {"_search": top["os"]}
 
 
-def facet_clicks(top, searched_top, parameters):
-    """[(name, url)] of the pages the facet clicks and two searches lead to: a narrow one (a package and an
-    os), and a broad one; then a click on the first value of each facet of the broad search's page
-    (searched_top)."""
+def facet_clicks(top, fewest, searched_top, parameters):
+    """[(name, url)] of the pages the facet clicks (on the first value of each facet, then on the one with the
+    fewest binaries) and two searches lead to: a narrow one (a package and an os), and a broad one; then a
+    click on the first value of each facet of the broad search's page (searched_top)."""
     clicks = [(facet, url("/cache/binaries", {argument(facet): value})) for facet, value in top.items()]
+    clicks += [(f"{facet}, fewest", url("/cache/binaries", {argument(facet): v})) for facet, v in fewest.items()]
     clicks.append(("package", url("/cache/binaries", {"package": parameters["package"]})))
     clicks.append(("search", url("/cache/binaries", {"_search": parameters["q"]})))
     clicks.append(("broad search", url("/cache/binaries", broad_search(top))))
@@ -581,7 +595,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
             "fts_table"
         ]
         clicks, matched = [], {}  # matched: what each search finds in the full-text index, measured once
-        for name, path in facet_clicks(top, searched_top, parameters):
+        for name, path in facet_clicks(top, fewest_facet_values(client), searched_top, parameters):
             clicks.append({"name": name, **time_url(client, path, requests)})
             log(f"{path}: p95 {clicks[-1]['p95_ms']:.0f} ms, row count {clicks[-1]['row_count']}")
             search = arguments_of(path).get("_search")

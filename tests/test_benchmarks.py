@@ -399,7 +399,14 @@ SECTIONS = [
     "### Dependency questions",
 ]
 FACETS = ["tag", "os", "target", "compiler", "stacks"]
-FACET_CLICKS = [*FACETS, "package", "search", "broad search", *(f"broad search, {facet}" for facet in FACETS)]
+FACET_CLICKS = [
+    *FACETS,
+    *(f"{facet}, fewest" for facet in FACETS),
+    "package",
+    "search",
+    "broad search",
+    *(f"broad search, {facet}" for facet in FACETS),
+]
 CLICK_CONDITIONS = {  # what a click's arguments ask of the binaries view, in SQL: its row count must be theirs
     "_search": "listing_id IN (SELECT rowid FROM listings_fts WHERE listings_fts MATCH :_search)",
     "stacks__arraycontains": ":stacks__arraycontains IN (SELECT value FROM json_each(stacks))",
@@ -483,6 +490,12 @@ def check_served(serving, db, binaries):
         ).fetchone()[0]
         found = click["full_text"]
         assert (found["search"], found["table"], found["rows"]) == (search, "listings_fts", matched), click
+    for facet in FACETS:  # the value with the fewest binaries, of all the facet's values
+        (fewest,) = (click["row_count"] for click in clicks if click["name"] == f"{facet}, fewest")
+        least = conn.execute(
+            "SELECT min(binaries) FROM binaries_facet_counts WHERE facet = ? AND value <> 'root'", [facet]
+        ).fetchone()[0]
+        assert fewest == least, facet
     conn.close()
     narrow, broad = (click["row_count"] for click in clicks if click["name"] in ("search", "broad search"))
     assert 0 < narrow <= broad <= binaries
