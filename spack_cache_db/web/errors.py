@@ -94,9 +94,9 @@ async def response_for(datasette, request, exception):
         faults = [one_line(exception.message)]
     if faults:
         return await _error(datasette, request, 400, "Bad request", "; ".join(faults))
-    outdated = metadata.outdated(datasette, database.name) if database else None
-    if outdated and "no such " in str(exception):  # not the request's fault, nor ours: what the schema lacks
-        return await _error(datasette, request, 503, "Database out of date", outdated)
+    lacking = metadata.blamed_on_schema(datasette, database.name, exception) if database else None
+    if lacking:  # not the request's fault, nor ours
+        return await _error(datasette, request, 503, "Database out of date", lacking)
     return None
 
 

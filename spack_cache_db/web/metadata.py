@@ -35,7 +35,7 @@ async def built_by_us(db):
 
 async def note_outdated(datasette, names):
     """Of our databases, those an older version of this project built (another schema): their pages may fail
-    where they read what their schema lacks. Said at start-up, and by each page that fails (outdated)."""
+    where they read what their schema lacks. Said at start-up, and by each page that fails so (blamed_on_schema)."""
     outdated = {}
     for name in names:
         db = datasette.databases[name]
@@ -53,9 +53,10 @@ OUTDATED = (
 )
 
 
-def outdated(datasette, database):
-    """What to say of a database an older version of this project built; None for the others."""
-    return _outdated.get(datasette, {}).get(database)
+def blamed_on_schema(datasette, database, error):
+    """What to say of an error on a database another version of this project built, when it names what the
+    schema lacks (no such table, column); None for any other error, or database."""
+    return _outdated.get(datasette, {}).get(database) if "no such " in str(error or "") else None
 
 
 def remember(datasette, names):

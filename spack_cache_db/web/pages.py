@@ -164,7 +164,7 @@ async def _question_vars(datasette, database, request):
             datasette, database, questions.asked_in_the_form(name, query), request
         ),
         "spack_sentences": sentences,
-        "spack_outdated": metadata.outdated(datasette, database),
+        "spack_blamed_on_schema": lambda error: metadata.blamed_on_schema(datasette, database, error),
         "spack_has_more": has_more,
         **going_on,
         "spack_database_path": datasette.urls.database(database),

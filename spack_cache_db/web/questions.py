@@ -186,8 +186,9 @@ def register_output_renderer(datasette):
 
 async def render_json(datasette, database, query_name, request, data, args, view_name):
     rows = data.get("rows") or []
-    if "no such " in (data.get("error") or "") and metadata.outdated(datasette, database):
-        data["messages"] = [metadata.outdated(datasette, database)]
+    lacking = metadata.blamed_on_schema(datasette, database, data.get("error"))
+    if lacking:
+        data["messages"] = [lacking]
     if query_name in metadata.query_names() and database in metadata.ours(datasette) and not data.get("error"):
         going_on = next_page(query_name, request)
         query = await datasette.get_canned_query(database, query_name, request.actor)
