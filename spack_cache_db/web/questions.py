@@ -360,8 +360,9 @@ async def _unknown_version(datasette, database, package, version):
 async def _why_nothing(datasette, database, query, request, given):
     if given.get("hash"):
         prefix = given["hash"].lower().lstrip("/")
-        if not await rows(datasette, database, _BINARY_WITH_PREFIX, {"prefix": prefix}):
-            return [await _no_binary_with_hash(datasette, database, prefix)]
+        specs, binaries = await datasette.get_database(database).execute_fn(lambda conn: _specs_of(conn, prefix))
+        if not binaries:
+            return [_no_binary_with_hash(datasette, database, prefix, specs)]
     if given.get("q"):
         said = Markup("No binary has every word of “{}”: search for fewer words.").format(given["q"])
         if "@" in given["q"] and not _SIGNED_VARIANT.search(given["q"]):  # a signed variant has said it
@@ -389,29 +390,26 @@ async def _why_nothing(datasette, database, query, request, given):
 
 # Of a spec, or a package's specs, that the database holds only as what binaries depend on.
 _ONLY_A_DEPENDENCY = "only a dependency of binaries (an external, or a compiler they were built with)."
-_BINARY_WITH_PREFIX = (
-    "SELECT 1 FROM specs WHERE specs.hash >= :prefix AND specs.hash < :prefix || '~'"
-    " AND EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id) LIMIT 1"
-)
-_DEPENDENCY_ONLY_SPECS = (
-    "SELECT specs.hash, configuration_specs.spec FROM specs"
-    " JOIN configuration_specs ON configuration_specs.configuration_id = specs.configuration_id"
-    " WHERE specs.hash >= :prefix AND specs.hash < :prefix || '~'"
-    " AND NOT EXISTS (SELECT 1 FROM page_specs WHERE page_specs.spec_id = specs.id) LIMIT 2"
-)
 
 
-async def _no_binary_with_hash(datasette, database, prefix):
-    """Why no binary's hash starts with prefix; a spec that is a dependency only is named, with its page."""
+def _specs_of(conn, prefix):
+    """(the first specs whose hash starts with prefix, how many of them a page lists as a binary)."""
+    ids = lookup.hashes_starting(conn, prefix)
+    return list(lookup.describe(conn, ids).values()), sum(bool(lookup.appearances(conn, i)) for i in ids)
+
+
+def _no_binary_with_hash(datasette, database, prefix, specs):
+    """Why no binary's hash starts with prefix, of these specs whose hash does (all dependencies only): the one
+    such spec is named, with its page."""
     from spack_cache_db.web import views  # which imports this module
 
     said = Markup("No binary's hash starts with “{}”.").format(prefix)
-    found = await rows(datasette, database, _DEPENDENCY_ONLY_SPECS, {"prefix": prefix})
-    if len(found) != 1:
+    if len(specs) != 1:
         return said
-    spec_hash, spec_string = found[0]
-    url = views.page_url(datasette, database, views.DEPENDENCIES, {"hash": spec_hash})
-    return said + Markup(' <a href="{}">{} /{}</a> is {}').format(url, spec_string, spec_hash[:7], _ONLY_A_DEPENDENCY)
+    url = views.page_url(datasette, database, views.DEPENDENCIES, {"hash": specs[0].hash})
+    return said + Markup(' <a href="{}">{} /{}</a> is {}').format(
+        url, specs[0].spec, specs[0].hash[:7], _ONLY_A_DEPENDENCY
+    )
 
 
 async def _not_compared(datasette, database, given):
