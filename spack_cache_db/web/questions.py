@@ -34,8 +34,6 @@ _KNOWN = {
     "stack": "SELECT name FROM stacks",
     "host": "SELECT name FROM microarchitectures",
 }
-# The parameters the queries compare lowercased (lower(trim(:platform))).
-_LOWERED = ("package", "platform", "host")
 # What a value the database does not hold is said to be, per parameter.
 _NOT_HERE = {
     "package": "No package here is called “{}”.",
@@ -246,7 +244,8 @@ async def _unknown(datasette, database, query, request, name, value, given):
         return await _unknown_tag_patterns(datasette, database, value)
     if name in _KNOWN:
         known = [row[0] for row in await rows(datasette, database, _KNOWN[name])]
-        wanted = value.lower() if name in _LOWERED else value
+        # In the case the query compares it in: lowered where its SQL lowers the parameter.
+        wanted = value.lower() if re.search(rf"lower\(trim\(coalesce\(:{name}\b", query.get("sql", "")) else value
         if wanted not in known:
             return [_no_such(request, name, value, known)]
     elif name == "compiler":
