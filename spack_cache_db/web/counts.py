@@ -667,7 +667,7 @@ def _narrowing_parts(narrow_by):
     """(part, the prefix of its parameters) of each part whose filters can narrow the keys: narrow_by's own
     table and, with through, the other parts reached through its columns (a binary's set of stacks)."""
     parts = _key_parts(narrow_by) if "through" in narrow_by else [narrow_by]
-    return [(part, f"{NARROWING}{n}_" if n else NARROWING) for n, part in enumerate(parts)]
+    return [(part, f"{NARROWING}{n}_") for n, part in enumerate(parts)]
 
 
 def _narrowing(request, narrow_by, part, prefix):
