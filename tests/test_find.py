@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from datasette.app import Datasette
+from pagemaker import spec, write_page
 from paths import DATA, ROOT, SEEDS, SITE
 from test_dependents import BUILD, LINK, build_tags, expanded_subqueries, record, steps_of
 
@@ -204,8 +205,9 @@ def test_find_binaries_is_prepared_from_few_subqueries():
     connection prepares the query on its first answer. By hand, on a fresh connection of the spread report's
     database: 1,658 subqueries when the sorted rows' LIMIT read walk a second time (114-126 ms); 1,214 when the
     walk up's first step read its start twice and the tag field's words read args (about 90 ms); 660 (about
-    48 ms)."""
-    assert expanded_subqueries(find_module.QUERY.sql) <= 700
+    48 ms). The fields' narrowing of the scan took it to 775: 20 ms then 28 ms on the spread history's
+    database."""
+    assert expanded_subqueries(find_module.QUERY.sql) <= 800
 
 
 @pytest.mark.parametrize("text, tag, expected", DEPENDENCIES, ids=[text for text, _, _ in DEPENDENCIES])
@@ -256,6 +258,103 @@ def test_up_the_edges_within_the_tags_asked_for_through_their_dependencies_only(
         for query in (sql, down):
             found = [row[0] for row in conn.execute(query, parameters)]
             assert found == expected, (tags, query is down)
+
+
+# --- The stack, os, target, host and compiler fields narrow what the scan reads ------------------------------
+
+# find_binaries.sql with each narrowing turned off: the tags the build counted binaries of those fields in, and
+# the pages found through the listings of fields that have few binaries.
+EVERY_TAG_SCANNED = ("wanted_tags.id IN (SELECT id FROM scanned_tags)", "1")
+NO_FEW_PAGES = ("<= 20000 AS few", "< 0 AS few")
+
+
+def without(*changes):
+    sql = find_module.QUERY.sql
+    for old, new in changes:
+        assert sql.count(old) == 1, old
+        sql = sql.replace(old, new)
+    return sql
+
+
+def fields_history(folder, tags, packages, rare_pages):
+    """cache.db of pages: every package in every tag (develop-0, develop-1, ...), each page with 20 binaries of
+    e4s on ubuntu24.04 and 5 on sonoma; and in rare_pages ((tag, package) numbers), a binary of hep on sonoma."""
+    for tag in range(tags):
+        for package in range(packages):
+            binaries = [spec((tag, package, n)) for n in range(20)]
+            binaries += [spec((tag, package, "sonoma", n), os="sonoma", target="m1") for n in range(5)]
+            if (tag, package) in rare_pages:
+                binaries.append(spec((tag, package, "rare"), os="sonoma", target="m1", stacks=["hep", "root"]))
+            write_page(folder / "site", f"pkg{package:03}", f"develop-{tag}", binaries)
+    build([folder / "site"], folder / "cache.db")
+    return folder / "cache.db"
+
+
+def scan_work(db, sql, **fields):
+    """(the hashes find_binaries answers in every tag with these fields, SQLite's steps for them)."""
+    parameters = {**find_module.parameters("", ["*"]), **fields}
+    found = []
+    steps = steps_of(db, lambda conn: found.extend(row[3] for row in conn.execute(sql, parameters)))
+    return found, steps
+
+
+def test_fields_only_a_few_tags_have_are_looked_for_in_those_tags_only(tmp_path):
+    """hep on sonoma is in the last tag only: three tags or twelve, the scan reads that tag alone, as the
+    build's cells of each tag say (and without the pages found through the listings, as when the fields have
+    many binaries). Every tag of the history was read: with one tag's fields as rare as these, the spread
+    history's find_binaries ran past the time limit in 172 of 524 combinations."""
+    dbs = {tags: fields_history(tmp_path / str(tags), tags, 6, {(tags - 1, 5)}) for tags in (3, 12)}
+    narrowed = without(NO_FEW_PAGES)
+    work = {tags: scan_work(db, narrowed, stack="hep", os="sonoma") for tags, db in dbs.items()}
+    assert [len(found) for found, _ in work.values()] == [1, 1]
+    every_tag = without(NO_FEW_PAGES, EVERY_TAG_SCANNED)
+    unnarrowed = {tags: scan_work(db, every_tag, stack="hep", os="sonoma") for tags, db in dbs.items()}
+    assert unnarrowed[12][0] == work[12][0]
+    # What is left is each tag's cells looked at: 800 steps more, against 17,000 reading its pages.
+    assert work[12][1] - work[3][1] < 0.15 * (unnarrowed[12][1] - unnarrowed[3][1]), (work, unnarrowed)
+
+
+def test_fields_with_few_binaries_are_read_from_the_pages_that_list_them(tmp_path):
+    """hep on sonoma is on one package's page in every tag, and every package has binaries on sonoma: with 4
+    packages or 32, the scan reads the pages that list hep's binaries, found through its listings."""
+    dbs = {
+        packages: fields_history(tmp_path / str(packages), 3, packages, {(tag, packages - 1) for tag in range(3)})
+        for packages in (4, 32)
+    }
+    work = {packages: scan_work(db, find_module.QUERY.sql, stack="hep", os="sonoma") for packages, db in dbs.items()}
+    assert [len(found) for found, _ in work.values()] == [3, 3]
+    every_page = without(NO_FEW_PAGES)
+    unnarrowed = {packages: scan_work(db, every_page, stack="hep", os="sonoma") for packages, db in dbs.items()}
+    assert unnarrowed[32][0] == work[32][0]
+    # What is left is the packages' names read in order: 1,900 steps more, against 28,900 reading their pages.
+    assert work[32][1] - work[4][1] < 0.15 * (unnarrowed[32][1] - unnarrowed[4][1]), (work, unnarrowed)
+
+
+def field_combinations(db):
+    conn = sqlite3.connect(db)
+    names = {
+        kind: [row[0] for row in conn.execute(f"SELECT name FROM {kind}")] for kind in ("stacks", "oss", "targets")
+    }
+    compilers = sorted({row[0] for row in conn.execute("SELECT name FROM compilers")} | {"gcc@13", "gcc@12.3.0"})
+    combinations = [{"stack": stack, "os": os} for stack in names["stacks"] for os in names["oss"]]
+    combinations += [{"os": os, "target": target} for os in names["oss"] for target in names["targets"]]
+    combinations += [{"compiler": compiler, "host": "zen3"} for compiler in compilers]
+    return combinations + [{"stack": stack, "compiler": "gcc"} for stack in names["stacks"]]
+
+
+def test_the_fields_narrowing_keeps_the_answer(db):
+    """Every stack with every os, every os with every target, each compiler on a zen3 host, in every tag: the
+    same rows with the scan narrowed to the tags and pages that have binaries of the fields, and without."""
+    conn = find_module.open_database(db)
+    unnarrowed = without(NO_FEW_PAGES, EVERY_TAG_SCANNED)
+    combinations = field_combinations(db)
+    answered = 0
+    for fields in combinations:
+        parameters = {**find_module.parameters("", ["*"]), **fields}
+        answer = conn.execute(find_module.QUERY.sql, parameters).fetchall()
+        assert answer == conn.execute(unnarrowed, parameters).fetchall(), fields
+        answered += bool(answer)
+    assert 0 < answered < len(combinations)
 
 
 def find_work(db, spec, tag="develop"):

@@ -340,12 +340,92 @@ matching_versions AS (
     WHERE versions.version = args.version
        OR substr(versions.version, 1, length(args.version) + 1) = args.version || '.'
 ),
-matching_compilers AS (
-    SELECT compilers.id FROM compilers, args
-    WHERE compilers.label = args.compiler OR compilers.name = args.compiler
-       OR substr(compilers.label, 1, length(args.compiler) + 1) = args.compiler || '.'
-),
 stack_sets_of_the_stack AS (SELECT stack_memberships.stack_set_id FROM given JOIN stack_memberships USING (stack)),
+-- The os, target (or host) and compiler fields as the ids they leave (every id of a field left empty): what
+-- the build counted binaries by in each tag, with the stack (tag_cells, tag_stack_cells).
+field_oss AS (SELECT oss.id, oss.name FROM given CROSS JOIN oss WHERE given.os = '' OR oss.name = given.os),
+field_targets AS (
+    SELECT targets.id, targets.name FROM given CROSS JOIN targets
+    WHERE (given.target = '' OR targets.name = given.target)
+      AND (given.host = '' OR targets.name IN (SELECT target FROM runs_on WHERE runs_on.host = given.host))
+),
+field_compilers AS (
+    SELECT compilers.id, compilers.label FROM given CROSS JOIN compilers
+    WHERE given.compiler = '' OR compilers.label = given.compiler OR compilers.name = given.compiler
+       OR substr(compilers.label, 1, length(given.compiler) + 1) = given.compiler || '.'
+),
+-- The configurations of those fields (read only for few pages, below).
+field_configurations AS MATERIALIZED (
+    SELECT configurations.id FROM configurations
+    WHERE configurations.os_id IN (SELECT id FROM field_oss) AND configurations.target_id IN (SELECT id FROM field_targets)
+      AND configurations.compiler_id IN (SELECT id FROM field_compilers)
+),
+cells_asked AS (
+    SELECT stack <> '' AS by_stack, os <> '' OR target <> '' OR host <> '' OR compiler <> '' AS by_configuration
+    FROM given
+),
+-- The scan below reads only the tags asked for that have binaries of those fields, as the build counted them:
+-- a combination that few tags have, or none, is not looked for in every tag's binaries.
+scanned_tags AS MATERIALIZED (
+    SELECT wanted_tags.*
+    FROM wanted_tags CROSS JOIN given CROSS JOIN cells_asked
+    WHERE CASE
+        WHEN cells_asked.by_stack THEN EXISTS (
+            SELECT 1 FROM tag_stack_cells AS cell
+            WHERE cell.tag_id = wanted_tags.id AND cell.stack = given.stack
+              AND cell.os_id IN (SELECT id FROM field_oss) AND cell.target_id IN (SELECT id FROM field_targets)
+              AND cell.compiler_id IN (SELECT id FROM field_compilers))
+        WHEN cells_asked.by_configuration THEN EXISTS (
+            SELECT 1 FROM tag_cells AS cell
+            WHERE cell.tag = wanted_tags.name
+              AND cell.os IN (SELECT name FROM field_oss) AND cell.target IN (SELECT name FROM field_targets)
+              AND cell.compiler IN (SELECT label FROM field_compilers))
+        ELSE 1
+    END
+),
+-- Where the stack, or the os, target and compiler together, have few binaries in the whole history
+-- (binaries_facet_counts), the scan reads only the pages that list binaries of those fields, found through
+-- their listings: from the stack's sets, or from the configurations of the os, target and compiler, whichever
+-- has fewer binaries. (The configurations are read whole, which no index spares: 277,137 in the spread
+-- history, 11 ms.)
+field_binaries AS (
+    SELECT (SELECT binaries FROM binaries_facet_counts WHERE facet = 'stacks' AND value = given.stack) AS stack,
+        min(
+            coalesce((SELECT binaries FROM binaries_facet_counts WHERE facet = 'os' AND value = given.os), 1e18),
+            coalesce((SELECT sum(binaries) FROM binaries_facet_counts
+                      WHERE facet = 'target' AND value IN (SELECT name FROM field_targets)
+                        AND (given.target <> '' OR given.host <> '')), 1e18),
+            coalesce((SELECT sum(binaries) FROM binaries_facet_counts
+                      WHERE facet = 'compiler' AND value IN (SELECT label FROM field_compilers)
+                        AND given.compiler <> ''), 1e18)
+        ) AS configuration
+    FROM given
+),
+few_cells AS MATERIALIZED (
+    SELECT min(coalesce(stack, 1e18), configuration) <= 20000 AS few,
+        coalesce(stack, 1e18) <= configuration AS from_stack
+    FROM field_binaries
+),
+few_listings AS MATERIALIZED (
+    SELECT listings.id
+    FROM few_cells
+    CROSS JOIN stack_sets_of_the_stack
+    CROSS JOIN listings ON listings.stack_set_id = stack_sets_of_the_stack.stack_set_id
+    WHERE few_cells.few AND few_cells.from_stack
+      AND listings.configuration_id IN (SELECT id FROM field_configurations)
+    UNION ALL
+    SELECT listings.id
+    FROM listings
+    WHERE listings.configuration_id IN (
+        SELECT field_configurations.id FROM few_cells CROSS JOIN field_configurations
+        WHERE few_cells.few AND NOT few_cells.from_stack)
+      AND (NOT (SELECT by_stack FROM cells_asked)
+           OR listings.stack_set_id IN (SELECT stack_set_id FROM stack_sets_of_the_stack))
+),
+few_pages AS MATERIALIZED (
+    SELECT DISTINCT page_specs.page_id
+    FROM few_listings CROSS JOIN page_specs ON page_specs.listing_id = few_listings.id
+),
 -- Packages that can match, so that the scan below skips the others: those of the spec's hash (/abcd), of
 -- the configurations its filters leave, and of the binaries found up the edges.
 hash_packages AS (
@@ -402,12 +482,26 @@ in_order AS (
       AND (args.dependencies = 0 OR NOT walk.up OR packages.id IN (
           SELECT package_id FROM dependents_found WHERE dependents_found.dependencies = args.dependencies))
       AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
+      AND wanted_tags.id IN (SELECT id FROM scanned_tags)
+      AND (NOT (SELECT few FROM few_cells) OR packages.id IN (
+          SELECT pages.package_id FROM few_pages CROSS JOIN pages ON pages.id = few_pages.page_id))
+      AND (NOT (SELECT by_configuration FROM cells_asked) OR EXISTS (
+          SELECT 1 FROM versions AS package_versions
+          CROSS JOIN configurations AS package_configurations
+              ON package_configurations.version_id = package_versions.id
+          WHERE package_versions.package_id = packages.id
+            AND package_configurations.os_id IN (SELECT id FROM field_oss)
+            AND package_configurations.target_id IN (SELECT id FROM field_targets)
+            AND package_configurations.compiler_id IN (SELECT id FROM field_compilers)
+      ))
+      AND (NOT (SELECT few FROM few_cells) OR (wanted_tags.id << 32 | packages.id) IN (
+          SELECT pages.tag_id << 32 | pages.package_id FROM few_pages CROSS JOIN pages ON pages.id = few_pages.page_id))
       AND (args.version = '' OR configurations.version_id IN (SELECT id FROM matching_versions))
       AND (args.os = '' OR configuration_specs.os = args.os)
       AND (args.platform = '' OR configuration_specs.platform = args.platform)
       AND (args.target = '' OR configuration_specs.target = args.target)
       AND (args.host = '' OR configuration_specs.target IN (SELECT target FROM runs_on WHERE runs_on.host = args.host))
-      AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM matching_compilers))
+      AND (args.compiler = '' OR configurations.compiler_id IN (SELECT id FROM field_compilers))
       AND (args.variant = '' OR configurations.variant_set_id IN (SELECT variant_set_id FROM matching_variant_sets))
       AND (args.stack = '' OR listings.stack_set_id IN (SELECT stack_set_id FROM stack_sets_of_the_stack))
       AND (args.spec_hash = '' OR (specs.hash >= args.spec_hash AND specs.hash < args.spec_hash || '~'))
