@@ -175,6 +175,29 @@ def realistic_parameters(db):
     }
 
 
+def stack_and_os_pairs(db):
+    """{label: (stack, os)}: the pair with the fewest binaries in the whole history (root left out), and the first
+    pair that has none, as the build counted them (binaries_facet_pairs): asked of every tag with no narrowing,
+    find_binaries reads every binary of the history for either."""
+    with read_only(db) as conn:
+        counted = {
+            (stack, os_name): binaries
+            for stack, os_name, binaries in conn.execute(
+                "SELECT value, other_value, binaries FROM binaries_facet_pairs WHERE facet = 'stacks' AND other = 'os'"
+            )
+        }
+        stacks = [row[0] for row in conn.execute("SELECT name FROM stacks WHERE name <> 'root' ORDER BY name")]
+        oss = [row[0] for row in conn.execute("SELECT name FROM oss ORDER BY name")]
+    pairs = {}
+    counted_pairs = [(binaries, pair) for pair, binaries in counted.items() if pair[0] != "root"]
+    if counted_pairs:
+        pairs["the stack and os with the fewest binaries"] = min(counted_pairs)[1]
+    absent = next(((stack, os_name) for stack in stacks for os_name in oss if (stack, os_name) not in counted), None)
+    if absent:
+        pairs["a stack and os with no binary"] = absent
+    return pairs
+
+
 def preferred_variant(variants):
     """A '+feature' variant when the binary has one: what people filter on most."""
     return next((v for v in variants if v.startswith("+")), variants[0] if variants else "")

@@ -604,7 +604,13 @@ def render_served(serving):
         *table(["", *page_header], clicks),
         "",
         *render_full_text(serving),
-        f"Every canned query as HTML. Realistic parameters (each query takes those it has): {parameters}.",
+        f"Every canned query as HTML. Realistic parameters (each query takes those it has): {parameters}."
+        + (
+            " find_binaries is also asked in every tag for the stack and os with the fewest binaries in the"
+            " history, and for a stack and os with none (binaries_facet_pairs)."
+            if any(t["parameters"].startswith("tag=*") for t in serving["canned_queries"])
+            else ""
+        ),
         "",
         *table(["query", "parameters", *LATENCY_HEADER, f"p95 <= {MAX_CANNED_P95_MS} ms"], canned),
     ]

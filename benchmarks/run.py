@@ -64,6 +64,7 @@ from inspect_db import (
     largest_tree,
     most_depended_on,
     realistic_parameters,
+    stack_and_os_pairs,
 )
 from lower_bound import page_paths
 from lower_bound_indexes import local_path, read_index
@@ -495,12 +496,18 @@ def facet_clicks(top, fewest, searched_top, parameters):
     return clicks
 
 
-def measure_canned_queries(client, queries, parameters, requests):
-    """Every canned query as HTML, with empty parameters and with realistic ones."""
+def measure_canned_queries(client, queries, parameters, requests, stack_and_os):
+    """Every canned query as HTML, with empty parameters and with realistic ones; find_binaries also in every
+    tag for each (stack, os) of stack_and_os ({label: pair}, inspect_db.stack_and_os_pairs)."""
     timings = []
     for name, names in queries.items():
         realistic = {param: parameters[param] for param in names if param in parameters}
         parameter_sets = [("empty", {}), ("realistic", realistic)] if names else [("empty", {})]
+        if name == "find_binaries":
+            parameter_sets += [
+                (f"tag=*, stack={stack}, os={os_name}: {label}", {"tag": "*", "stack": stack, "os": os_name})
+                for label, (stack, os_name) in stack_and_os.items()
+            ]
         for label, params in parameter_sets:
             timing = time_url(client, url(f"/cache/{name}", params), requests)
             unset = [param for param in names if param not in params]
@@ -603,7 +610,7 @@ def measure_serving(db, code, folder, requests, with_dependencies=False):
                 if search not in matched:
                     matched[search] = full_text_matches(db, fts_table, search)
                 clicks[-1]["full_text"] = matched[search]
-        canned = measure_canned_queries(client, queries, parameters, requests)
+        canned = measure_canned_queries(client, queries, parameters, requests, stack_and_os_pairs(db))
         asked = []
         for question, subject, path, kind in questions:
             asked.append({"question": question, "subject": subject, "kind": kind, **time_url(client, path, requests)})

@@ -502,9 +502,14 @@ def check_served(serving, db, binaries):
     assert all(0 < click["row_count"] <= broad for click in clicks if click["name"].startswith("broad search, "))
     assert serving["count_time_limit_ms"] == 900  # Datasette's default sql_time_limit_ms less half facet_time_limit_ms
     queries = yaml.safe_load((ROOT / "metadata.yml").read_text())["databases"]["cache"]["queries"]
+    every_tag = [
+        f"tag=*, stack={stack}, os={os_name}: {label}"
+        for label, (stack, os_name) in benchmark_module("inspect_db").stack_and_os_pairs(db).items()
+    ]
+    assert every_tag  # the pair with the fewest binaries, and one with none where some stack lacks an os
     assert {(t["query"], t["parameters"]) for t in serving["canned_queries"]} == {
         (name, parameters) for name in queries for parameters in ("empty", "realistic")
-    }
+    } | {("find_binaries", parameters) for parameters in every_tag}
     assert all(map(answered, serving["canned_queries"])), serving["canned_queries"]
 
 
