@@ -89,18 +89,24 @@ def query_string(filters):
 
 
 def pages(db):
-    """{kind: [filters]}: a page per value, per pair of values (of two facets, or two stacks) and per tag and
-    pair of values of two other facets."""
+    """{kind: [filters]}: a page per value, per pair of values (of two facets, or two stacks), per tag and pair
+    of values of two other facets, and per stack and pair of values of two facets of a binary's configuration,
+    with and without a tag."""
     _, facets = sql_counts(db, [])
     top = [(facet, value) for facet in FACETS for value in sorted(facets[facet], key=lambda v: -facets[facet][v])[:2]]
     pairs = [[a, b] for a, b in itertools.combinations(top, 2) if a[0] != b[0] or FACETS[a[0]]]
     tag = top[0]
     others = [selected for selected in top if selected[0] != "tag"]
+    stacks = [selected for selected in others if FACETS[selected[0]]]
+    configuration_pairs = [(a, b) for a, b in itertools.combinations(others, 2) if a[0] != b[0] and not FACETS[b[0]]]
+    configuration_pairs = [(a, b) for a, b in configuration_pairs if not FACETS[a[0]]]
     return {
         "one": [[selected] for selected in top],
         "two": pairs,
         "tag and one": [[tag, selected] for selected in others],
         "tag and two": [[tag, a, b] for a, b in itertools.combinations(others, 2) if a[0] != b[0]],
+        "stack and two": [[stack, a, b] for stack in stacks for a, b in configuration_pairs],
+        "tag, stack and two": [[tag, stack, a, b] for stack in stacks for a, b in configuration_pairs],
     }
 
 
@@ -127,9 +133,11 @@ PER_KEY = "with per_key as materialized"
 
 @pytest.mark.asyncio
 async def test_counts_and_facets_equal_sql_and_come_from_the_count_tables(shaped):
-    """Every page filtered by one value, a tag and one value, two values or a tag and two values: its count
-    and every facet equal SQL's. One value, or a tag and one: all from the count tables; two, or a tag and two
-    (of facets without stacks): the count from the tables, the facets that they cannot answer counted live."""
+    """Every page filtered by one value, a tag and one value, two values, a tag and two values, or a stack and
+    two values of a binary's configuration (with a tag or not): its count and every facet equal SQL's. One
+    value, or a tag and one: all from the count tables; the others: the count from the tables (a stack and two
+    more from the cells of each tag's stacks: they were counted live, past the time limit at real size), the
+    facets that they cannot answer counted live."""
     ds = served(shaped)
     for kind, filter_sets in pages(shaped).items():
         for filters in filter_sets:
@@ -155,11 +163,10 @@ async def test_facets_in_datasette_order_and_truncated_as_datasette_does(spread)
 
 @pytest.mark.asyncio
 async def test_a_count_the_tables_cannot_give_is_left_out_when_it_takes_longer_than_the_time_left(spread, monkeypatch):
-    """Three facets, none of them the tag and one stacks, or a filter on another column: no count table
-    answers. Within the time the page has left (a count, like a facet, is something the page can do without)
-    the count is given; past it the page answers at once with its rows and no count, and the facets it cannot
-    count in time are named."""
-    filters = [("os", "rhel8"), ("target", "zen3"), ("stacks", "e4s")]
+    """An os and two stacks, or a filter on another column: no count table answers. Within the time the page
+    has left (a count, like a facet, is something the page can do without) the count is given; past it the
+    page answers at once with its rows and no count, and the facets it cannot count in time are named."""
+    filters = [("os", "rhel8"), ("stacks", "e4s"), ("stacks", "root")]
     for query in (query_string(filters), f"{query_string(filters[:1])}&version__startswith=1"):
         counted = (await served(spread).client.get(f"/cache/binaries.json?{query}")).json()
         assert counted["filtered_table_rows_count"] > 0
@@ -191,7 +198,7 @@ async def test_a_live_count_that_took_longer_than_a_facet_may_leaves_the_live_fa
     """A facet counted live reads the rows the live count read, and more: when the count took longer than a
     facet may, the page keeps its count and names those facets as timed out without counting them (here, none
     of them is in the count tables). With a quick count, they are counted."""
-    query = query_string([("os", "rhel8"), ("target", "zen3"), ("stacks", "e4s")])
+    query = query_string([("os", "rhel8"), ("stacks", "e4s"), ("stacks", "root")])
     quick = (await traced(served(spread), f"/cache/binaries.json?{query}")).json()
     assert set(quick["facet_results"]) == set(FACETS)
     clock = iter(range(0, 10**6, 300))  # each reading of the clock 300 ms after the last
@@ -378,6 +385,28 @@ def test_the_count_tables_are_read_through_their_primary_keys(spread):
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
         reads = [step for step in plan if " binaries_" in step]
         assert reads and all(step.startswith("SEARCH") and "USING PRIMARY KEY" in step for step in reads), plan
+
+
+def test_a_stack_with_values_of_a_binary_s_configuration_is_counted_from_the_cells_of_each_tag_s_stacks(spread):
+    """A page filtered by one stack and by the tag, os, target or compiler: its count, and the facets of the other
+    columns, read the cells of that stack in each tag (tag_stack_cell_names), by their key. A row counts one
+    stack: two stacks, the facet of the stacks of a page filtered by one, or any facet of a page filtered by none
+    would be counted wrong from them, and are not."""
+    conn = sqlite3.connect(spread)
+    cells = next(tables for tables in count_tables(spread) if tables.tables == {"tag_stack_cell_names"})
+    stack, os_, compiler = ("stacks", "e4s"), ("os", "rhel8"), ("compiler", "gcc@13.2.0")
+    questions = [cells.count_query([stack, os_, compiler])] + [
+        cells.facet_query([stack, os_, compiler], facet) for facet in ("tag", "target")
+    ]
+    for sql, params in questions:
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+        assert any(step.startswith("SEARCH cells USING PRIMARY KEY (tag_id=? AND stack=?") for step in plan), plan
+        assert not any(step.startswith("SCAN cells") for step in plan), plan
+    assert cells.count_query([stack, ("stacks", "root"), os_]) is None
+    assert cells.count_query([os_, compiler]) is None
+    assert cells.facet_query([stack, os_], "stacks") is None
+    assert cells.facet_query([os_], "target") is None
+    assert cells.facet_query([os_, compiler], "stacks") is not None
 
 
 @pytest.mark.asyncio

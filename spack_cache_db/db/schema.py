@@ -21,7 +21,7 @@ from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLA
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
 # 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 TABLES = """
 CREATE TABLE tags (
@@ -494,6 +494,22 @@ SELECT
     versions.version_rank
 FROM versions
 JOIN packages ON packages.id = versions.package_id;
+
+-- The binaries of each tag per stack, os, target and compiler (tag_stack_cells), by name: stacks is the one stack
+-- a row counts. The binaries page's count when it is filtered by one stack and any of the others.
+CREATE VIEW tag_stack_cell_names AS
+SELECT
+    tags.name AS tag,
+    cells.stack AS stacks,
+    oss.name AS os,
+    targets.name AS target,
+    compilers.label AS compiler,
+    cells.binaries
+FROM tag_stack_cells AS cells
+JOIN tags ON tags.id = cells.tag_id
+JOIN oss ON oss.id = cells.os_id
+JOIN targets ON targets.id = cells.target_id
+JOIN compilers ON compilers.id = cells.compiler_id;
 
 -- How many binaries each tag has of each version of a package (counted by the build).
 CREATE VIEW version_tags AS

@@ -144,14 +144,18 @@ def counted_facets(datasette, database, table):
 class Cube:
     """A table with one row per combination of the values of some columns of the view (its own columns), and
     how many rows of the view have them (in its count column): it answers pages filtered by and faceted on
-    these columns alone, at a cost of its rows that match."""
+    these columns alone, at a cost of its rows that match. element_of: an array column of the view whose
+    elements the cube counts one per row (a row per stack): a row of the view is in as many rows of the cube, so
+    the cube answers a page filtered by exactly one element, or a facet of that column on a page filtered by
+    none."""
 
-    def __init__(self, cube, count, columns):
-        self.tables, self.columns = {cube}, dict.fromkeys(columns, False)
+    def __init__(self, cube, count, columns, element_of=None):
+        self.tables, self.columns = {cube}, {column: column == element_of for column in columns}
         self.cube, self.count = escape_sqlite(cube), escape_sqlite(count)
+        self.element_of = element_of
 
     def count_query(self, selected):
-        if not selected or not _covers(self, selected):
+        if not selected or not _covers(self, selected) or self._elements(selected) not in (None, 1):
             return None
         where, params = self._where(selected)
         return f"select coalesce(sum({self.count}), 0) from {self.cube} where {where}", params
@@ -159,12 +163,20 @@ class Cube:
     def facet_query(self, selected, column):
         if not _covers(self, selected, column):
             return None
+        if self._elements(selected) not in (None, 0 if column == self.element_of else 1):
+            return None
         where, params = self._where(selected)
         return (
             f"select {escape_sqlite(column)} as value, sum({self.count}) as count from {self.cube} where {where}"
             " group by value order by count desc, value",
             params,
         )
+
+    def _elements(self, selected):
+        """How many elements of element_of these selections filter by; None for a cube without one."""
+        if self.element_of is None:
+            return None
+        return sum(column == self.element_of for column, _ in selected)
 
     @staticmethod
     def _where(selected):
