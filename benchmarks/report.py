@@ -585,6 +585,11 @@ def render_served(serving):
             if any(c["name"].endswith(", fewest") for c in serving["facet_clicks"])
             else ""
         )
+        + (
+            ", the first stack, os and compiler together"
+            if any(c["name"] == "stack, os and compiler" for c in serving["facet_clicks"])
+            else ""
+        )
         + ", the package with the most binaries in the newest tag, a search, a broad search, and the first value of"
         " each facet the broad search's page shows." + fallback,
         "",

@@ -482,10 +482,13 @@ def broad_search(top):
 
 def facet_clicks(top, fewest, searched_top, parameters):
     """[(name, url)] of the pages the facet clicks (on the first value of each facet, then on the one with the
-    fewest binaries) and two searches lead to: a narrow one (a package and an os), and a broad one; then a
-    click on the first value of each facet of the broad search's page (searched_top)."""
+    fewest binaries, then on the first stack, os and compiler together) and two searches lead to: a narrow one
+    (a package and an os), and a broad one; then a click on the first value of each facet of the broad search's
+    page (searched_top)."""
     clicks = [(facet, url("/cache/binaries", {argument(facet): value})) for facet, value in top.items()]
     clicks += [(f"{facet}, fewest", url("/cache/binaries", {argument(facet): v})) for facet, v in fewest.items()]
+    three = {argument(facet): top[facet] for facet in ("stacks", "os", "compiler")}
+    clicks.append(("stack, os and compiler", url("/cache/binaries", three)))
     clicks.append(("package", url("/cache/binaries", {"package": parameters["package"]})))
     clicks.append(("search", url("/cache/binaries", {"_search": parameters["q"]})))
     clicks.append(("broad search", url("/cache/binaries", broad_search(top))))

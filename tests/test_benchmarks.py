@@ -402,6 +402,7 @@ FACETS = ["tag", "os", "target", "compiler", "stacks"]
 FACET_CLICKS = [
     *FACETS,
     *(f"{facet}, fewest" for facet in FACETS),
+    "stack, os and compiler",
     "package",
     "search",
     "broad search",
