@@ -145,3 +145,33 @@ async def test_a_search_too_broad_to_sort_offers_no_sort_and_a_sort_of_it_says_h
             values = [row[column] for row in response.json()["rows"]]
             assert len(values) == binaries_found(cache_db, search, **filters)
             assert values == sorted(values, reverse=key == "_sort_desc"), link
+
+
+@pytest.mark.asyncio
+async def test_a_sort_of_more_filtered_rows_than_sqlite_can_sort_in_time_says_how_to_narrow_them(cache_db, monkeypatch):
+    """binary_stacks unfiltered reads packages in order, but filtered by a stack SQLite starts from the stack and
+    sorts all it finds (stack=root at the usual history's size: 5.4 million rows, past the time limit). Beyond
+    SORT_FILTERED_UP_TO rows, as the count tables count them or counted up to it (here, those of e4s), such a
+    sort is answered at once with how to narrow it; within it, or read in order (a tag), the rows come sorted."""
+    conn = sqlite3.connect(cache_db)
+    rows = dict(conn.execute("SELECT stack, count(*) FROM binary_stacks GROUP BY stack"))
+    assert rows["e4s"] < rows["root"]
+    monkeypatch.setattr(sorting, "SORT_FILTERED_UP_TO", rows["e4s"])
+    ds = served(cache_db, with_metadata=True)
+    await ds.invoke_startup()
+    for key, where in itertools.product(
+        ("_sort", "_sort_desc"), ("stack=root", "stack=root&_nocount=1&package__not=x")
+    ):
+        refused = await ds.client.get(f"/cache/binary_stacks.json?{where}&{key}=package")
+        assert refused.status_code == 400, (key, where)
+        assert refused.json()["error"] == (
+            f"{key}: these filters leave more than {rows['e4s']:,} rows of binary_stacks to sort by package, too many"
+            " to sort in time; narrow them (another filter or a facet, such as a tag) to sort it"
+        )
+    for where in ("stack=e4s", "tag=develop-2025-04-20"):
+        link = f"/cache/binary_stacks?{where}&_sort=package"
+        sql, params = await rows_statement(ds, link)
+        assert sorts_every_row(cache_db, sql, params) == (where == "stack=e4s"), where
+        response = await ds.client.get(f"/cache/binary_stacks.json?{where}&_sort=package&_shape=objects&_size=max")
+        packages = [row["package"] for row in response.json()["rows"]]
+        assert packages and packages == sorted(packages), where

@@ -52,7 +52,7 @@ def filters_from_request(request, database, table, datasette):
     count_and_narrow = counts.filters_from_request(request, database, table, datasette)
 
     async def check_sort_then_narrow():
-        await sorting.refuse_sorting_a_broad_search(datasette, database, table, request)
+        await sorting.refuse_sorting_too_many_rows(datasette, database, table, request)
         in_index = await search.filters_in_index(request, database, table, datasette)
         return counts.combined(await count_and_narrow(), in_index)
 

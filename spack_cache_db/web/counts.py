@@ -326,14 +326,20 @@ async def remember_count(request, database, table, datasette):
     if datasette.get_database(database).is_mutable:
         return
     started = monotonic()
-    tables = await count_tables(datasette, database, table)
-    rows = await _stored_count(datasette, database, tables, facet_filters(request.query_string, countable(tables)))
+    rows = await counted_rows(datasette, database, table, request)
     if rows is not None:
         _COUNTED.set(Count(database, table, started, request.scope, rows))
         return
     names = await unchanging_names(datasette, database)
     through_rows = _count_through_rows(request, database, table, datasette, names)
     _COUNTED.set(Count(database, table, started, request.scope, None, *through_rows))
+
+
+async def counted_rows(datasette, database, table, request):
+    """The rows of a page of a database that cannot change, as the count tables count them; None when they
+    cannot (its filters are not a few exact values of facet columns)."""
+    tables = await count_tables(datasette, database, table)
+    return await _stored_count(datasette, database, tables, facet_filters(request.query_string, countable(tables)))
 
 
 async def _stored_count(datasette, database, tables, selected):
