@@ -363,6 +363,36 @@ async def test_our_cells_are_not_asked_of_markdown_and_another_databases_still_a
     assert ("datasette-render-markdown", "other") in looked_up
 
 
+@pytest.mark.asyncio
+async def test_our_cells_are_rendered_without_a_plugin_call_each_and_another_databases_still_are(
+    cache_db, tmp_path, monkeypatch
+):
+    """Where this plugin alone renders our cells, they are rendered without pluggy's call for each: it took 6 of
+    the 10 µs of a cell (find_binaries of a package in every tag of the usual history: 13,000 cells). Another
+    database's cells still go to every plugin."""
+    from datasette.plugins import pm
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('a note')")
+    calls = []
+    inner = pm._inner_hookexec
+
+    def counted(hook_name, methods, kwargs, firstresult):
+        calls.append((hook_name, kwargs.get("database")))
+        return inner(hook_name, methods, kwargs, firstresult)
+
+    monkeypatch.setattr(pm, "_inner_hookexec", counted)
+    ds = await started(Datasette(immutables=[str(cache_db), str(other)], metadata=METADATA))
+    response = await ds.client.get("/cache/find_binaries?package=bolt")
+    assert response.status_code == 200 and response.text.count("<tr") > 10
+    assert response.text.count('<a class="spack-hash" href="/cache/hash_lookup?hash=') == response.text.count("<tr") - 1
+    assert ("render_cell", "cache") not in calls
+    assert "a note" in (await ds.client.get("/other/notes")).text
+    assert ("render_cell", "other") in calls
+
+
 NARROWED = [
     "os=ubuntu20.04",
     "version=1.14.6",

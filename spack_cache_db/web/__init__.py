@@ -61,7 +61,7 @@ def filters_from_request(request, database, table, datasette):
 
 @hookimpl
 def startup(datasette):
-    pages.leave_markdown_out_of_our_cells()
+    pages.route_our_cells()
 
     async def serve_our_databases():
         names = [

@@ -51,29 +51,39 @@ def render_cell(value, column, table, database, datasette):
 NOT_ASKED_FOR_OUR_CELLS = ("datasette_render_markdown",)
 
 
-def leave_markdown_out_of_our_cells():
-    """From now on Datasette's render_cell hook asks the plugins above for the cells of other databases only."""
+def route_our_cells():
+    """From now on Datasette's render_cell hook asks the plugins above for the cells of other databases only, and
+    where no other plugin renders cells, renders ours itself."""
     # Imported here, not with this module: importing datasette.plugins loads the installed plugins, this
     # package among them; were that to happen while this package is being imported (a program that imports
     # it before Datasette), Datasette would register it half made, with none of its hooks.
     from datasette.plugins import pm
 
     hook = pm.hook.render_cell
+    if isinstance(hook, _RenderCell):
+        return
     left_out = [plugin for plugin in pm.get_plugins() if getattr(plugin, "__name__", "") in NOT_ASKED_FOR_OUR_CELLS]
-    if left_out and not isinstance(hook, _RenderCell):
-        pm.hook.render_cell = _RenderCell(hook, pm.subset_hook_caller("render_cell", remove_plugins=left_out))
+    ours = pm.subset_hook_caller("render_cell", remove_plugins=left_out) if left_out else hook
+    pm.hook.render_cell = _RenderCell(hook, ours)
 
 
 class _RenderCell:
-    """The render_cell hook: every plugin's for other databases' cells, those that render ours for ours."""
+    """The render_cell hook: every plugin's for other databases' cells, those that render ours for ours. When
+    that is this plugin alone, its cells are rendered here, as pluggy would give them ([what it renders], or []
+    for None): pluggy's call took 6 of the 10 µs of each of a page's cells (find_binaries of a package in every
+    tag: 13,000 cells, 130 ms of a 233 ms page)."""
 
     def __init__(self, every, ours):
         self._every, self._ours = every, ours
+        self._ours_alone = [implementation.function for implementation in ours.get_hookimpls()] == [render_cell]
 
     def __call__(self, **kwargs):
-        if kwargs["database"] in metadata.ours(kwargs["datasette"]):
+        if kwargs["database"] not in metadata.ours(kwargs["datasette"]):
+            return self._every(**kwargs)
+        if not self._ours_alone:
             return self._ours(**kwargs)
-        return self._every(**kwargs)
+        rendered = cell(kwargs["datasette"], kwargs["database"], kwargs["table"], kwargs["column"], kwargs["value"])
+        return [] if rendered is None else [rendered]
 
     def __getattr__(self, name):  # the rest of a hook caller: pluggy adds and removes implementations through it
         return getattr(self._every, name)
