@@ -437,6 +437,29 @@ hash_packages AS (
     WHERE args.spec_hash <> ''
 ),
 row_limit AS (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END AS rows FROM args),
+-- A package asked for alone (no other field, no spec): the rows come newest version first, then by tag, so
+-- only the tags of the first versions and tags whose binaries, as the build counted them, fill the answer are
+-- read and sorted (any other row comes after them): the usual history's package with the most binaries has
+-- 170,680 in every tag (244 ms to answer, then 10).
+first_tags AS MATERIALIZED (
+    SELECT DISTINCT tag_id
+    FROM (
+        SELECT counted.version_id, counted.tag_id, sum(counted.binaries) OVER (
+            ORDER BY versions.version_rank DESC, wanted_tags.sort_order ROWS UNBOUNDED PRECEDING
+        ) - counted.binaries AS before
+        FROM given
+        CROSS JOIN packages ON packages.name = given.field_package
+        CROSS JOIN versions ON versions.package_id = packages.id
+        CROSS JOIN tag_version_counts AS counted ON counted.version_id = versions.id
+        CROSS JOIN wanted_tags ON wanted_tags.id = counted.tag_id
+    )
+    WHERE before < (SELECT rows FROM row_limit)
+),
+package_alone AS (
+    SELECT field_package <> '' AND version = '' AND os = '' AND platform = '' AND target = '' AND host = ''
+        AND stack = '' AND compiler = '' AND variant = '' AND trim(coalesce(:spec, '')) = '' AS alone
+    FROM given
+),
 -- The rows in order. Packages come first and are read in name order through their name index, so SQLite
 -- sorts one package at a time and, read by found, stops at its LIMIT: without a package it reads the first
 -- few packages of the tag, not all of it. CROSS JOIN keeps that order, then the tags, then what a page
@@ -483,6 +506,7 @@ in_order AS (
           SELECT package_id FROM dependents_found WHERE dependents_found.dependencies = args.dependencies))
       AND (args.version = '' OR packages.id IN (SELECT package_id FROM matching_versions))
       AND wanted_tags.id IN (SELECT id FROM scanned_tags)
+      AND (NOT (SELECT alone FROM package_alone) OR wanted_tags.id IN (SELECT tag_id FROM first_tags))
       AND (NOT (SELECT few FROM few_cells) OR packages.id IN (
           SELECT pages.package_id FROM few_pages CROSS JOIN pages ON pages.id = few_pages.page_id))
       AND (NOT (SELECT by_configuration FROM cells_asked) OR EXISTS (
