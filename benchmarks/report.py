@@ -612,7 +612,7 @@ def render_served(serving):
         f"Every canned query as HTML. Realistic parameters (each query takes those it has): {parameters}."
         + (
             " find_binaries is also asked in every tag for the stack and os with the fewest binaries in the"
-            " history, and for a stack and os with none (binaries_facet_pairs)."
+            " history, for a stack and os with none (binaries_facet_pairs), and for the realistic package alone."
             if any(t["parameters"].startswith("tag=*") for t in serving["canned_queries"])
             else ""
         ),

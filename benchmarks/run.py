@@ -501,7 +501,8 @@ def facet_clicks(top, fewest, searched_top, parameters):
 
 def measure_canned_queries(client, queries, parameters, requests, stack_and_os):
     """Every canned query as HTML, with empty parameters and with realistic ones; find_binaries also in every
-    tag for each (stack, os) of stack_and_os ({label: pair}, inspect_db.stack_and_os_pairs)."""
+    tag for each (stack, os) of stack_and_os ({label: pair}, inspect_db.stack_and_os_pairs), and for the
+    realistic package alone."""
     timings = []
     for name, names in queries.items():
         realistic = {param: parameters[param] for param in names if param in parameters}
@@ -511,6 +512,9 @@ def measure_canned_queries(client, queries, parameters, requests, stack_and_os):
                 (f"tag=*, stack={stack}, os={os_name}: {label}", {"tag": "*", "stack": stack, "os": os_name})
                 for label, (stack, os_name) in stack_and_os.items()
             ]
+            parameter_sets.append(
+                (f"tag=*, package={parameters['package']}: realistic", {"tag": "*", "package": parameters["package"]})
+            )
         for label, params in parameter_sets:
             timing = time_url(client, url(f"/cache/{name}", params), requests)
             unset = [param for param in names if param not in params]

@@ -508,6 +508,7 @@ def check_served(serving, db, binaries):
         for label, (stack, os_name) in benchmark_module("inspect_db").stack_and_os_pairs(db).items()
     ]
     assert every_tag  # the pair with the fewest binaries, and one with none where some stack lacks an os
+    every_tag.append(f"tag=*, package={serving['parameters']['package']}: realistic")
     assert {(t["query"], t["parameters"]) for t in serving["canned_queries"]} == {
         (name, parameters) for name in queries for parameters in ("empty", "realistic")
     } | {("find_binaries", parameters) for parameters in every_tag}
