@@ -17,6 +17,7 @@ from paths import ROOT
 from test_indexes import GCC_EXTERNAL, GCC_RUNTIME, LIBDWARF_CORE2, LIBDWARF_M1, LIBELF_CORE2, LIBELF_M1, WRAPPER
 
 from spack_cache_db.build import build
+from spack_cache_db.db.schema import NO_DEPENDENCIES
 from spack_cache_db.query import dependencies, lookup
 
 LIBDWARF = "libdwarf@20130729 build_system=generic arch=test-debian6-m1 %gcc@10.2.1"
@@ -222,8 +223,8 @@ def test_a_question_that_cannot_be_answered_is_one_line(index_db, args, status, 
 
 def test_a_database_built_from_pages_says_where_dependencies_come_from(cache_db):
     spec_hash = sqlite3.connect(cache_db).execute("SELECT hash FROM specs LIMIT 1").fetchone()[0]
-    assert terminal("deps", spec_hash, db=cache_db) == (1, "", f"Error: {lookup.NO_EDGES}\n")
-    assert terminal("dependents", "bolt", db=cache_db) == (1, "", f"Error: {lookup.NO_EDGES}\n")
+    assert terminal("deps", spec_hash, db=cache_db) == (1, "", f"Error: {NO_DEPENDENCIES}\n")
+    assert terminal("dependents", "bolt", db=cache_db) == (1, "", f"Error: {NO_DEPENDENCIES}\n")
 
 
 def test_a_file_that_is_not_our_database_is_one_line(tmp_path):

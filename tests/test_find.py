@@ -19,8 +19,8 @@ from test_dependents import BUILD, LINK, build_tags, expanded_subqueries, record
 
 from spack_cache_db import normalise
 from spack_cache_db.build import build
+from spack_cache_db.db.schema import NO_DEPENDENCIES
 from spack_cache_db.query import find as find_module
-from spack_cache_db.query import lookup
 from spack_cache_db.query.spec import parse
 from spack_cache_db.web import describe
 
@@ -541,7 +541,7 @@ def test_a_dependency_asked_of_a_database_built_from_pages_says_that_it_has_none
     """Pages list no dependencies: ^mpich can match nothing there, and find says why rather than nothing."""
     result = find(cache_db, "hdf5", "^mpich", "--tag", "*")
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr.splitlines() == ["No binary matches 'hdf5 ^mpich'.", lookup.NO_EDGES]
+    assert result.stderr.splitlines() == ["No binary matches 'hdf5 ^mpich'.", NO_DEPENDENCIES]
 
 
 def test_a_spec_that_does_not_parse_is_exit_2_and_one_line(db):

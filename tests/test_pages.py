@@ -6,13 +6,17 @@ import html
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 import pytest_asyncio
 from datasette.app import Datasette
 from pagemaker import spec, write_page
+from paths import ROOT
 
 from spack_cache_db.build import build
+from spack_cache_db.db.schema import NO_DEPENDENCIES
 from spack_cache_db.query import canned
 from spack_cache_db.web import cells, describe
 
@@ -443,7 +447,27 @@ async def test_the_package_page_shows_what_its_binaries_depend_on_and_who_links_
 
 async def test_the_package_page_of_a_pages_only_database_says_where_dependencies_come_from(ds):
     section = dependencies_section(await page(ds, f"/cache/package?package=hdf5&tag={SNAPSHOT}"))
-    assert "This database has no dependencies: they come from build-cache indexes" in " ".join(text_of(section).split())
+    assert NO_DEPENDENCIES in " ".join(text_of(section).split())
+
+
+async def test_every_dependency_question_of_a_pages_only_database_says_the_same_sentence(ds, cache_db):
+    """The sentence is written once (schema.NO_DEPENDENCIES, and the view sentences): the questions,
+    the package page and the terminal each wrote their own, and two of them had come to read differently."""
+    hash_ = sqlite3.connect(cache_db).execute("SELECT hash FROM binaries WHERE package = 'hdf5'").fetchone()[0]
+    for question, parameters in (("dependents", "package=bolt"), ("dependency_tree", f"hash={hash_}")):
+        rows = (await ds.client.get(f"/cache/{question}.json?{parameters}&_shape=arrays")).json()["rows"]
+        assert [value for row in rows for value in row if isinstance(value, str) and "dependencies" in value] == [
+            NO_DEPENDENCIES
+        ], question
+    assert NO_DEPENDENCIES in sentences(await page(ds, "/cache/find_binaries?spec=hdf5+%5Empich&tag=*"))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build_db.py"), "dependents", "bolt", "--db", str(cache_db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.stderr == f"Error: {NO_DEPENDENCIES}\n"
 
 
 async def test_a_search_for_a_spec_leads_to_find_binaries_with_it(ds):

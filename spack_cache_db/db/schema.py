@@ -391,7 +391,18 @@ _INSTALL_SQL = (
     " || 'spack buildcache keys --install --trust' || char(10) || 'spack install --use-buildcache only /'"
 )
 
+# What the dependency questions say of a database without dependency edges (built from pages only): the web's
+# questions read it from the view sentences, the terminal and the package page from here.
+NO_DEPENDENCIES = (
+    "This database has no dependencies: they come from build-cache indexes (build it from a"
+    " cache_spack_io_index.json or a mirror); cache.spack.io's pages do not list them."
+)
+
 VIEWS = f"""
+-- What the questions say, written once: of a database without dependency edges (NO_DEPENDENCIES).
+CREATE VIEW sentences AS
+SELECT {template_sql(NO_DEPENDENCIES, {})} AS no_dependencies;
+
 CREATE VIEW binaries AS
 SELECT
     tags.name AS tag,

@@ -9,8 +9,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import database_uri
-from spack_cache_db.db.schema import SCHEMA_VERSION
-from spack_cache_db.query import canned, lookup
+from spack_cache_db.db.schema import NO_DEPENDENCIES, SCHEMA_VERSION
+from spack_cache_db.query import canned
 from spack_cache_db.query import spec as spec_module
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
@@ -109,7 +109,7 @@ def unknown_names(spec, tags, host, known):
 def unanswerable(spec, has_edges):
     """What a spec asks that the database cannot answer whatever it holds: a dependency (^dep), of one
     without edges (built from pages)."""
-    return [lookup.NO_EDGES] if spec.dependencies and not has_edges else []
+    return [NO_DEPENDENCIES] if spec.dependencies and not has_edges else []
 
 
 def _names(spec, tags, host):

@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import database_uri
+from spack_cache_db.db.schema import NO_DEPENDENCIES
 
 MIN_PREFIX = 4  # characters of a hash: fewer match too many specs to tell
 HASH_LENGTH = 32
@@ -69,10 +70,6 @@ LIMIT 1
 
 
 HAS_EDGES = "SELECT 1 FROM spec_dependencies LIMIT 1"  # a row when the database has dependencies
-NO_EDGES = (
-    "This database has no dependencies: they come from build-cache indexes (build it from a"
-    " cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them."
-)
 
 
 class QueryError(Exception):
@@ -165,7 +162,7 @@ def spec_by_hash(conn, text, field="hash"):
 def require_edges(conn):
     """A QueryError that says where dependencies come from, when the database has none (built from pages)."""
     if not conn.execute(HAS_EDGES).fetchone():
-        raise QueryError(NO_EDGES, not_found=True)
+        raise QueryError(NO_DEPENDENCIES, not_found=True)
 
 
 def describe(conn, ids):

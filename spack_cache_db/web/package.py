@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup, escape
 
+from spack_cache_db.db.schema import NO_DEPENDENCIES
 from spack_cache_db.query import canned, diff, find, lookup
 from spack_cache_db.web import cells, views
 from spack_cache_db.web.questions import most_rows, rows
@@ -106,7 +107,7 @@ class PackagePage:
     charts: dict  # {slug: chart} of the history dashboard, as its plugin draws them
     dependencies: list  # [(package, versions, deptypes, binaries that need it, external)] in the tag
     dependents: list  # [(package, binaries)]: packages of the tag that link against this one
-    has_dependencies: bool  # whether the database has any (build-cache indexes give them, pages do not)
+    missing_dependencies: str | None  # why the database has none (pages do not list them), None when it has some
     differences: diff.Differences | None  # with differences=1: what varies among the binaries listed
     differences_url: str  # the page with the other choice of differences
     tree_url: str  # the dependency tree of the first binary listed
@@ -124,7 +125,7 @@ async def package_page(datasette, database, request):
     tag = tag if tag in tag_names else tag_names[0]
     filters = {name: request.args.get(name, "").strip() for name in BINARY_FILTERS}
     find_binaries = await datasette.get_canned_query(database, "find_binaries", request.actor)
-    has_dependencies = bool(await rows(datasette, database, lookup.HAS_EDGES))
+    missing_dependencies = None if await rows(datasette, database, lookup.HAS_EDGES) else NO_DEPENDENCIES
     asked = {"package": package, "tag": tag}
     params = {**find.parameters(""), **filters, **asked}
     # Independent reads, asked together: Datasette's SQL threads answer them side by side (the binaries,
@@ -132,8 +133,8 @@ async def package_page(datasette, database, request):
     found, most, dependencies, dependents, versions, parts, hosts = await asyncio.gather(
         datasette.execute(database, find_binaries["sql"], params),
         most_rows(datasette, database, "find_binaries", params),
-        rows(datasette, database, _DEPENDENCIES, asked) if has_dependencies else _none(),
-        rows(datasette, database, _DEPENDENTS, asked) if has_dependencies else _none(),
+        rows(datasette, database, _DEPENDENCIES, asked) if missing_dependencies is None else _none(),
+        rows(datasette, database, _DEPENDENTS, asked) if missing_dependencies is None else _none(),
         rows(datasette, database, _VERSIONS, [package]),
         rows(datasette, database, _LISTED_PARTS, [package]),
         rows(datasette, database, _HOSTS),
@@ -156,7 +157,7 @@ async def package_page(datasette, database, request):
         charts=dashboard.get("charts", {}),
         dependencies=dependencies,
         dependents=dependents,
-        has_dependencies=has_dependencies,
+        missing_dependencies=missing_dependencies,
         differences=await _differences(datasette, database, binaries) if only_differences and binaries else None,
         differences_url=path_with_replaced_args(request, {"differences": None if only_differences else "1"})
         + "#binaries",

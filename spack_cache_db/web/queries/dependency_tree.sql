@@ -86,10 +86,7 @@ SELECT package, version, hash, required_by, in_cache, tag, spec
 FROM (
     SELECT *, 1 AS found FROM rows
     UNION ALL
-    SELECT NULL, NULL, NULL,
-        'This database has no dependencies: they come from build-cache indexes (build from a'
-        || ' cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them.',
-        NULL, NULL, NULL, 0, 0
-    WHERE NOT EXISTS (SELECT 1 FROM spec_dependencies)
+    SELECT NULL, NULL, NULL, no_dependencies, NULL, NULL, NULL, 0, 0
+    FROM sentences WHERE NOT EXISTS (SELECT 1 FROM spec_dependencies)
 )
 ORDER BY found, is_root DESC, package, version, hash

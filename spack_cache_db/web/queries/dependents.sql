@@ -278,10 +278,7 @@ SELECT package, version, hash, directly, spec, stacks,
 FROM (
     SELECT *, 1 AS found_rows FROM found
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL,
-        'This database has no dependencies: they come from build-cache indexes (build from a'
-        || ' cache_spack_io_index.json or a mirror); cache.spack.io pages do not list them.',
-        NULL, NULL, NULL, 0
-    WHERE NOT (SELECT yes FROM has_edges)
+    SELECT NULL, NULL, NULL, NULL, NULL, no_dependencies, NULL, NULL, NULL, 0
+    FROM sentences WHERE NOT (SELECT yes FROM has_edges)
 )
 ORDER BY found_rows DESC, package, version_rank DESC, hash
