@@ -127,6 +127,20 @@ def status(code):
     return answer
 
 
+def no_head(code):
+    """A fault: answer HEAD with this HTTP status (a server that does not implement it), GET as usual."""
+
+    def answer(handler):
+        if handler.command != "HEAD":
+            http.server.SimpleHTTPRequestHandler.do_GET(handler)
+            return
+        handler.send_response(code)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    return answer
+
+
 def body(data, declared=None):
     """A fault: answer 200 with these bytes, announcing declared bytes (a truncated download when larger)."""
 

@@ -14,7 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 from dump import check_full_text
-from mirrors import body, edited, sample_index, serving, status, subset, write_v2, write_v3
+from mirrors import body, edited, no_head, sample_index, serving, status, subset, write_v2, write_v3
 from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
 
@@ -415,6 +415,25 @@ def test_a_server_error_is_retried_then_named(tmp_path, previous, fast_retries):
         == f"Error: {base}/develop/build_cache/index.json: download: expected HTTP 200, got 503 Service Unavailable"
     )
     assert [path for _, path in server.requests].count("/develop/build_cache/index.json") == fetch.ATTEMPTS
+
+
+@pytest.mark.parametrize("code", [405, 501])
+def test_a_server_that_does_not_answer_head_is_asked_with_get(tmp_path, code):
+    """Whether a mirror has an index is asked with HEAD; a server that answers it 405 or 501 (Python's own
+    http.server without do_HEAD) failed the build. It is asked again with GET, and the mirror read."""
+    write_v2(tmp_path / "develop", sample_index("8"))
+    db = tmp_path / "cache.db"
+    with serving(tmp_path) as (base, server):
+        for path in (
+            "/develop/v3/layout.json",
+            "/develop/build_cache/index.json",
+            "/develop/build_cache/index.json.hash",
+        ):
+            server.faults[path] = no_head(code)
+        build([f"develop={base}/develop"], db)
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM binaries").fetchone()[0] > 0
+    asked = [request for request in server.requests if request[1] == "/develop/v3/layout.json"]
+    assert asked == [("HEAD", "/develop/v3/layout.json"), ("GET", "/develop/v3/layout.json")]
 
 
 def test_a_refused_connection_is_named(tmp_path, previous, fast_retries):

@@ -63,13 +63,25 @@ def exists(location):
     if location.is_local:
         return os.path.isfile(location.path)
     try:
-        _with_retries(
-            location.text,
-            lambda deadline: _open(urllib.request.Request(location.text, method="HEAD"), deadline).close(),
-        )
+        _with_retries(location.text, lambda deadline: _answers(location.text, deadline))
     except _NotFound:
         return False
     return True
+
+
+# What a server that does not answer HEAD says (Method Not Allowed, Not Implemented): it is asked with GET, and
+# the connection closed once the status and headers came.
+_NO_HEAD = (405, 501)
+
+
+def _answers(url, deadline):
+    try:
+        _open(urllib.request.Request(url, method="HEAD"), deadline).close()
+    except urllib.error.HTTPError as error:
+        if error.code not in _NO_HEAD:
+            raise
+        error.close()
+        _open(urllib.request.Request(url), deadline).close()
 
 
 def found_instead(data, expected, error=None):
