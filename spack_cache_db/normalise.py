@@ -234,6 +234,21 @@ SPEC_TEMPLATE = "{package}@{version}{variants} arch={platform}-{os}-{target}"
 COMPILER_TEMPLATE = " %{compiler}"
 NO_COMPILER = "none"
 
+# Spack 1.0 made compilers packages: %clang is %llvm, %oneapi is %intel-oneapi-compilers (spack/aliases.py).
+COMPILER_ALIASES = {
+    "clang": "llvm",
+    "oneapi": "intel-oneapi-compilers",
+    "rocmcc": "llvm-amdgpu",
+    "intel": "intel-oneapi-compiler-classic",
+    "arm": "acfl",
+}
+OTHER_COMPILER_NAMES = {**COMPILER_ALIASES, **{new: old for old, new in COMPILER_ALIASES.items()}}
+
+
+def other_compiler_name(name):
+    """The name a compiler has in the other of Spack 0.x and 1.x (oneapi, intel-oneapi-compilers), or None."""
+    return OTHER_COMPILER_NAMES.get(name)
+
 
 def template_sql(template, expressions):
     """A template's text as an SQL concatenation, each {field} replaced by the SQL expression given for it."""

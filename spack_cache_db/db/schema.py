@@ -15,7 +15,13 @@ from typing import NamedTuple
 
 import sqlite_utils
 
-from spack_cache_db.normalise import COMPILER_TEMPLATE, NO_COMPILER, SPEC_TEMPLATE, template_sql
+from spack_cache_db.normalise import (
+    COMPILER_TEMPLATE,
+    NO_COMPILER,
+    OTHER_COMPILER_NAMES,
+    SPEC_TEMPLATE,
+    template_sql,
+)
 
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
@@ -398,7 +404,15 @@ NO_DEPENDENCIES = (
     " cache_spack_io_index.json or a mirror); cache.spack.io's pages do not list them."
 )
 
+_COMPILER_ALIASES_SQL = ", ".join(
+    f"({template_sql(name, {})}, {template_sql(other, {})})" for name, other in OTHER_COMPILER_NAMES.items()
+)
+
 VIEWS = f"""
+-- A compiler's name in the other of Spack 0.x and 1.x, both ways (normalise.OTHER_COMPILER_NAMES): a question
+-- that takes a compiler finds the binaries of either name (oneapi, intel-oneapi-compilers).
+CREATE VIEW compiler_aliases(name, other) AS VALUES {_COMPILER_ALIASES_SQL};
+
 -- What the questions say, written once: of a database without dependency edges (NO_DEPENDENCIES).
 CREATE VIEW sentences AS
 SELECT {template_sql(NO_DEPENDENCIES, {})} AS no_dependencies;

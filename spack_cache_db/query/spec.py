@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from spack_cache_db import normalise
+from spack_cache_db.normalise import other_compiler_name
 
 _IDENTIFIER = r"[a-zA-Z_0-9][a-zA-Z_0-9\-]*"
 _NAME = r"[a-zA-Z_0-9][a-zA-Z_0-9\-.]*"
@@ -53,21 +54,6 @@ _KINDS = list(_TOKENS)
 _NODE_OPTIONS = {"version", "git version", "variant", "propagated variant", "value", "propagated value", "hash"}
 
 COMPILER_FLAGS = ("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs")
-# Spack 1.0 made compilers packages: %clang is %llvm, %oneapi is %intel-oneapi-compilers (spack/aliases.py).
-COMPILER_ALIASES = {
-    "clang": "llvm",
-    "oneapi": "intel-oneapi-compilers",
-    "rocmcc": "llvm-amdgpu",
-    "intel": "intel-oneapi-compiler-classic",
-    "arm": "acfl",
-}
-_OTHER_NAME = {**COMPILER_ALIASES, **{new: old for old, new in COMPILER_ALIASES.items()}}
-
-
-def other_compiler_name(name):
-    """The name a compiler has in the other of Spack 0.x and 1.x (oneapi, intel-oneapi-compilers), or None."""
-    return _OTHER_NAME.get(name)
-
 
 _ARCH_PARTS = {"platform": "platform", "os": "os", "operating_system": "os", "target": "target"}
 _TARGET = re.compile(r"[A-Za-z0-9_.]+")

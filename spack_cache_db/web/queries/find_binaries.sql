@@ -5,8 +5,8 @@
 --   %gcc@13 ^mpich@4 (@1.14 holds 1.14.6, @=1.14.6 is that version exactly; ^dep asks for a dependency
 --   anywhere in the binary's DAG; /abcd for a hash). The other fields narrow it down: leave a field empty
 --   to not filter on it. Version takes an exact version or a prefix (1.14 finds 1.14.6); compiler takes
---   gcc, gcc@13 or gcc@13.2.0; variant takes one or more of +mpi, ~cuda, cuda_arch=80, separated by
---   spaces; host takes your CPU (zen3, neoverse_v2, m1: what `spack arch -t` says) and keeps the
+--   gcc, gcc@13 or gcc@13.2.0 (Spack 0.x's name or 1.x's: oneapi or intel-oneapi-compilers); variant takes
+--   one or more of +mpi, ~cuda, cuda_arch=80, separated by spaces; host takes your CPU (zen3, neoverse_v2, m1: what `spack arch -t` says) and keeps the
 --   binaries it can run. Tag defaults to develop (or the newest tag with pages); shell patterns separated
 --   by spaces take several ('v2025.*', * for every tag). At most 1,000 rows for a package, 100 without.
 --   `python build_db.py find SPEC` asks the same from a terminal.
@@ -349,10 +349,22 @@ field_targets AS (
     WHERE (given.target = '' OR targets.name = given.target)
       AND (given.host = '' OR targets.name IN (SELECT target FROM runs_on WHERE runs_on.host = given.host))
 ),
+-- The compiler field as written, and with the compiler's name in the other of Spack 0.x and 1.x.
+field_compiler_names(compiler) AS (
+    SELECT compiler FROM given
+    UNION
+    SELECT compiler_aliases.other || substr(given.compiler, length(compiler_aliases.name) + 1)
+    FROM given CROSS JOIN compiler_aliases
+    WHERE given.compiler = compiler_aliases.name
+       OR substr(given.compiler, 1, length(compiler_aliases.name) + 1) = compiler_aliases.name || '@'
+),
 field_compilers AS (
     SELECT compilers.id, compilers.label FROM given CROSS JOIN compilers
-    WHERE given.compiler = '' OR compilers.label = given.compiler OR compilers.name = given.compiler
-       OR substr(compilers.label, 1, length(given.compiler) + 1) = given.compiler || '.'
+    WHERE given.compiler = '' OR EXISTS (
+        SELECT 1 FROM field_compiler_names AS named
+        WHERE compilers.label = named.compiler OR compilers.name = named.compiler
+           OR substr(compilers.label, 1, length(named.compiler) + 1) = named.compiler || '.'
+    )
 ),
 -- The configurations of those fields (read only for few pages, below).
 field_configurations AS MATERIALIZED (
