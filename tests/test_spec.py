@@ -118,6 +118,10 @@ SPECS = [
     ("hdf5 %oneapi", [node(name="hdf5", compilers=["oneapi", "intel-oneapi-compilers"])]),
     ("hdf5 %intel-oneapi-compilers", [node(name="hdf5", compilers=["intel-oneapi-compilers", "oneapi"])]),
     ("hdf5 %clang", [node(name="hdf5", compilers=["clang", "llvm"])]),
+    # Spack 1.x names a language's compiler: %c=gcc is %gcc, named again for another language or not
+    ("hdf5 %c=gcc", [node(name="hdf5", compilers=["gcc"])]),
+    ("hdf5 %cxx=oneapi", [node(name="hdf5", compilers=["oneapi", "intel-oneapi-compilers"])]),
+    ("hdf5 %c=gcc %cxx=gcc %fortran=gcc", [node(name="hdf5", compilers=["gcc"])]),
     ("hdf5 os=ubuntu24.04 platform=linux", [node(name="hdf5", os="ubuntu24.04", platform="linux")]),
     ("hdf5 operating_system=rhel8", [node(name="hdf5", os="rhel8")]),
     (
@@ -168,6 +172,13 @@ def test_versions_of_a_package_and_of_its_compiler_are_ranges_of_the_same_kind()
     key = normalise.version_sort_key
     assert root.versions == [[key("1.14"), ""]]
     assert root.compiler_versions == [[key("13"), key("14")]]
+    for text in ("hdf5@1.14: %c=gcc@13", "hdf5@1.14: %c=gcc@13 %cxx=gcc", "hdf5@1.14: %c=gcc %cxx=gcc@13"):
+        (same,) = parse(text).nodes
+        assert (same.versions, same.compiler, same.compiler_versions) == (
+            [[key("1.14"), ""]],
+            "gcc",
+            [[key("13"), key("14")]],
+        )
     assert parse("hdf5 %gcc@=13.2.0").root.compiler_versions == [[key("13.2.0"), key("13.2.0") + "00"]]
     # A version after the compiler's name, even apart from it, is the compiler's in Spack 0.x and 1.x alike.
     assert parse("hdf5@1.14: %gcc @13").nodes == parse("hdf5@1.14: %gcc@13").nodes
@@ -209,7 +220,16 @@ ERRORS = [
         "hdf5 %%gcc",
         "hdf5 %%gcc: '%%' (a compiler for every node) is not answered: write '%' and the compiler (column 6)",
     ),
-    ("hdf5 %c=gcc", "hdf5 %c=gcc: virtual assignments (%c=gcc) are not answered: write %gcc (column 6)"),
+    (
+        "hdf5 %mpi=mpich",
+        "hdf5 %mpi=mpich: only a language's compiler is answered of virtual assignments (c, cxx, fortran): write"
+        " %c=gcc, or ^mpich for %mpi=mpich (column 6)",
+    ),
+    ("hdf5 %c=gcc %c=clang", "hdf5 %c=gcc %c=clang: a node has one compiler here: give one '%' (column 13)"),
+    (
+        "hdf5 %c=gcc@13 %cxx=gcc@12",
+        "hdf5 %c=gcc@13 %cxx=gcc@12: a node has one compiler here: give one '%' (column 16)",
+    ),
     (
         "hdf5 ^[virtuals=mpi] mpich",
         "hdf5 ^[virtuals=mpi] mpich: edge attributes ([deptypes=...], [virtuals=...]) are not answered: leave them out (column 6)",

@@ -6,10 +6,10 @@ The grammar and its tokens are Spack's (lib/spack/spack/spec_parser.py); what a 
 too (lib/spack/spack/version): @1.14 is the range 1.14:1.14, which holds 1.14.6 (and 1.15rc1: a range lo:hi
 holds lo <= v < the version after hi), @1.14: and @:1.12 are open, @=1.14.6 is that version exactly, and
 @1.2,1.4:1.6 is a list. A binary matches ^dep when its dependency DAG holds a spec that matches dep (a bare
-^mpi also matches any provider of the virtual mpi). Where Spack 0.x and 1.x read a spec differently (a
-variant after %gcc is the compiler's in 1.x, the package's in 0.x), or where the cache cannot answer
-(compiler flags, namespaces, git versions, edge attributes), the spec is refused with a sentence that says
-why. Every error is one line that says where the spec went wrong:
+^mpi also matches any provider of the virtual mpi; Spack 1.x's %c=gcc, a language's compiler, is %gcc).
+Where Spack 0.x and 1.x read a spec differently (a variant after %gcc is the compiler's in 1.x, the package's
+in 0.x), or where the cache cannot answer (compiler flags, namespaces, git versions, edge attributes, virtual
+assignments but a language's), the spec is refused with a sentence that says why. Every error is one line that says where the spec went wrong:
 
     hdf5@1.14: +mpi %: expected a compiler name after '%' (column 17)
 """
@@ -55,6 +55,8 @@ _NODE_OPTIONS = {"version", "git version", "variant", "propagated variant", "val
 
 COMPILER_FLAGS = ("cflags", "cppflags", "cxxflags", "fflags", "ldflags", "ldlibs")
 
+# The virtuals of Spack 1.x a compiler provides: %c=gcc is %gcc.
+LANGUAGES = ("c", "cxx", "fortran")
 _ARCH_PARTS = {"platform": "platform", "os": "os", "operating_system": "os", "target": "target"}
 _TARGET = re.compile(r"[A-Za-z0-9_.]+")
 _HASH_ALPHABET = re.compile(r"[a-z2-7]{1,32}")
@@ -330,17 +332,14 @@ class _Parser:
         return node
 
     def compiler(self, percent, node):
-        name = self.take("name")
-        if name is None or name.text == "*":
-            after = self.peek()
-            if after is not None and after.kind == "value":
-                self.fail("virtual assignments (%c=gcc) are not answered: write %gcc", percent.column)
-            self.fail("expected a compiler name after '%'", percent.column)
-        if node.compiler:
-            self.fail("a node has one compiler here: give one '%'", percent.column)
-        node.compiler = name.text.lower()
+        name = self._compiler_name(percent).lower()
         version = self.peek()
-        if version is not None and version.kind == "version":  # %gcc @13 too: Spack 0.x and 1.x read gcc@13
+        versioned = version is not None and version.kind == "version"  # %gcc @13 too: Spack reads gcc@13
+        # One compiler, named again for another language (%c=gcc@13 %cxx=gcc), its versions given once.
+        if node.compiler and (node.compiler != name or versioned and node.compiler_versions is not None):
+            self.fail("a node has one compiler here: give one '%'", percent.column)
+        node.compiler = name
+        if versioned:
             self.position += 1
             node.compiler_versions = self.versions(version)
         after = self.peek()
@@ -349,6 +348,30 @@ class _Parser:
                 f"write '{after.text}' before '%{node.compiler}': after it, Spack 1.x reads it as the compiler's",
                 after.column,
             )
+
+    def _compiler_name(self, percent):
+        """The compiler's name after '%': gcc, or Spack 1.x's c=gcc (the compiler of a language)."""
+        name = self.take("name")
+        if name is not None and name.text != "*":
+            return name.text
+        after = self.peek()
+        if after is not None and after.kind == "value":
+            compiler = _language_compiler(after)
+            if compiler is None:
+                self.fail(
+                    f"only a language's compiler is answered of virtual assignments ({', '.join(LANGUAGES)}):"
+                    " write %c=gcc, or ^mpich for %mpi=mpich",
+                    percent.column,
+                )
+            self.position += 1
+            return compiler
+        self.fail("expected a compiler name after '%'", percent.column)
+
+
+def _language_compiler(token):
+    """The compiler of Spack 1.x's %c=gcc (a language's virtual assigned to it: c, cxx or fortran), or None."""
+    language, _, compiler = token.text.partition("=")
+    return compiler if language in LANGUAGES and re.fullmatch(_IDENTIFIER, compiler) else None
 
 
 def _unquoted(value):
