@@ -14,6 +14,10 @@ A searched page reads its rows in the full-text index's order (search.py), so an
 first: a broad search of the spread history (ubuntu22.04, 1.5 million listings) ran out of time sorted by any
 column. Such a page counts its matches first, up to SORT_ANY_COLUMN_UP_TO: beyond, its headings are no links
 (templates/_table.html) and a sort of it is answered at once, saying how to narrow it.
+
+A filter can turn an ordered read into a sort: binary_stacks unfiltered reads packages in order, but with
+stack=root SQLite starts from the stack and sorts every row it finds. A sort whose plan sorts more than
+SORT_FILTERED_UP_TO filtered rows is answered at once too, saying how to narrow them.
 """
 
 import sqlite3
@@ -134,7 +138,7 @@ async def filters_leave_too_many_to_sort(datasette, database, table, request, co
         return False
     if not _sorts(plan):
         return False
-    rows = None if db.is_mutable else await counts.counted_rows(datasette, database, table, request)
+    rows = await counts.counted_rows(datasette, database, table, request)
     return (
         rows > SORT_FILTERED_UP_TO if rows is not None else await _more_rows_than(SORT_FILTERED_UP_TO, db, table, page)
     )
