@@ -338,14 +338,20 @@ async def test_another_database_with_a_row_counts_table_is_served_as_it_is(cache
     assert set(ds.inspect_data) == {"cache"}
 
 
+def notes_database(folder, column, note):
+    """other.db, a database beside ours: a table of notes with one row."""
+    other = folder / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute(f"CREATE TABLE notes ({column} TEXT)")
+        conn.execute("INSERT INTO notes VALUES (?)", [note])
+    return other
+
+
 @pytest.mark.asyncio
 async def test_our_cells_are_not_asked_of_markdown_and_another_databases_still_are(cache_db, tmp_path, monkeypatch):
     """datasette-render-markdown (which datasette-dashboards installs) renders no cell of ours, yet looked its
     settings up for every cell: half the CPU of a 613-row answer. A database beside ours keeps it."""
-    other = tmp_path / "other.db"
-    with sqlite3.connect(other) as conn:
-        conn.execute("CREATE TABLE notes (body_markdown TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('**bold**')")
+    other = notes_database(tmp_path, "body_markdown", "**bold**")
     looked_up = []
     plugin_config = Datasette.plugin_config
 
@@ -372,10 +378,7 @@ async def test_our_cells_are_rendered_without_a_plugin_call_each_and_another_dat
     database's cells still go to every plugin."""
     from datasette.plugins import pm
 
-    other = tmp_path / "other.db"
-    with sqlite3.connect(other) as conn:
-        conn.execute("CREATE TABLE notes (body TEXT)")
-        conn.execute("INSERT INTO notes VALUES ('a note')")
+    other = notes_database(tmp_path, "body", "a note")
     calls = []
     inner = pm._inner_hookexec
 
