@@ -5,6 +5,7 @@ against the binaries view read by Spack's rules in Python, and are the same as t
 import csv
 import io
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -218,7 +219,7 @@ def test_find_binaries_is_prepared_from_few_subqueries():
     database: 1,658 subqueries when the sorted rows' LIMIT read walk a second time (114-126 ms); 1,214 when the
     walk up's first step read its start twice and the tag field's words read args (about 90 ms); 660 (about
     48 ms). The fields' narrowing of the scan and a package's first tags took it to 790, the compiler field's
-    other names to 832: 20 ms, 24 ms, then 26 ms."""
+    other names to 832, its os and target filters read through the same ids to 836: 20, 24, then 26 ms."""
     assert expanded_subqueries(find_module.QUERY.sql) <= 850
 
 
@@ -379,6 +380,15 @@ def one_package_history(folder, tags):
         write_page(folder / "site", "big", f"develop-{tag}", binaries)
     build([folder / "site"], folder / "cache.db")
     return folder / "cache.db"
+
+
+def test_a_package_is_alone_only_when_every_other_field_is_empty():
+    """package_alone names each field but the package and the tag: one added to the question and not there
+    would let first_tags leave out tags whose rows that field keeps (the counts it reads are unfiltered)."""
+    sql = find_module.QUERY.sql
+    alone = sql[sql.index("package_alone AS (") :].split("\n),", 1)[0]
+    fields = [name for name in find_module.QUERY.params if name not in ("package", "tag")]
+    assert fields and all(re.search(rf"\b{name} = ''|:{name}\b", alone) for name in fields), (fields, alone)
 
 
 def test_a_package_alone_in_every_tag_reads_the_tags_that_fill_the_answer(tmp_path):
