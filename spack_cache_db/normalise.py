@@ -1,6 +1,7 @@
 """Spack's own rules for the values on a page: versions, tags, compilers, variants, spec strings."""
 
 import functools
+import json
 import re
 import string
 from collections import Counter
@@ -265,22 +266,53 @@ HASH = re.compile(r"[a-z2-7]{32}")  # Spack's DAG hash: 32 characters of its bas
 
 
 def derived_meta(specs):
-    """The meta a page's spec_details imply, as cache.spack.io's generator writes it."""
+    """The meta a page's binaries imply, as cache.spack.io's generator writes it (meta_text): num_specs_by_stack
+    in the order the stacks first appear."""
+    built = {spec.built.number: spec.built for spec in specs}.values()
+    return meta_of(
+        compilers=[compiler_text(b) for b in built],
+        versions=[b.version for b in built],
+        oss=[b.os for b in built],
+        platforms=[b.platform for b in built],
+        targets=[b.target for b in built],
+        by_stack=binaries_per_stack(spec.stacks for spec in specs),
+        binaries=len(specs),
+    )
+
+
+def meta_of(*, compilers, versions, oss, platforms, targets, by_stack, binaries):
+    """The meta of a page of so many binaries, which have these values (repeated or not) and these binaries per
+    stack."""
+    return {
+        "compilers": sorted(set(compilers)),
+        "num_specs": binaries,
+        "num_specs_by_stack": by_stack,
+        "oss": sorted(set(oss)),
+        "platforms": sorted(set(platforms)),
+        "stacks": sorted(by_stack),
+        "targets": sorted(set(targets)),
+        "versions": sorted(set(versions)),
+    }
+
+
+def binaries_per_stack(stack_lists):
+    """{stack: binaries} of binaries given by their lists of stacks, each stack where it first appears."""
     by_stack = {}
-    for stacks, count in Counter(spec.stacks for spec in specs).items():  # a page's specs share a few sets
+    for stacks, count in Counter(stack_lists).items():  # a page's binaries share a few lists, first seen first
         for stack in stacks:
             by_stack[stack] = by_stack.get(stack, 0) + count
-    built = {spec.built.number: spec.built for spec in specs}.values()
-    return {
-        "compilers": sorted({compiler_text(b) for b in built}),
-        "num_specs": len(specs),
-        "num_specs_by_stack": dict(sorted(by_stack.items())),
-        "oss": sorted({b.os for b in built}),
-        "platforms": sorted({b.platform for b in built}),
-        "stacks": sorted(by_stack),
-        "targets": sorted({b.target for b in built}),
-        "versions": sorted({b.version for b in built}),
-    }
+    return by_stack
+
+
+# The keys of a meta in the order cache.spack.io's generator wrote them before it sorted them.
+OLDER_META_ORDER = ("versions", "compilers", "oss", "platforms", "targets", "stacks", "num_specs", "num_specs_by_stack")
+
+
+def meta_text(meta, sorted_keys):
+    """A meta (derived_meta) as the generator writes it: keys sorted, or in its older order."""
+    if sorted_keys:
+        return json.dumps(meta, sort_keys=True)
+    return json.dumps({key: meta[key] for key in OLDER_META_ORDER})
 
 
 def compiler_text(built):

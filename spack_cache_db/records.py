@@ -92,7 +92,8 @@ class Document:
     tag: str
     package: str
     binaries: list  # of Binary, in the input's order
-    meta_text: str  # the page's meta as written, or as cache.spack.io's generator writes it
+    binaries_per_stack: dict  # {stack: binaries}
+    meta_text: str | None  # the page's meta as written where its binaries imply another (None where they imply it)
     sorted_keys: bool  # written the way cache.spack.io's generator writes today
     key_order: list | None  # otherwise: the specs' keys in the order they first appear, for export
     extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept

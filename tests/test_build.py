@@ -3,6 +3,7 @@ import json
 import sqlite3
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from dump import every_row
@@ -195,13 +196,22 @@ def test_tags_yaml_brings_tags_and_their_stacks(tmp_path):
     assert [s["name"] for s in stacks] == ["build_systems", "data-vis-sdk", "e4s", "radiuss", "root", "tutorial"]
 
 
-def test_pages_keep_path_digest_and_declared_meta(hdf5_site, tmp_path):
+def test_pages_keep_path_digest_and_their_binaries_per_stack(hdf5_site, tmp_path):
     db = tmp_path / "cache.db"
     build([str(hdf5_site)], db)
-    [page] = rows(db, "SELECT path, digest, num_specs, meta, sorted_keys FROM pages WHERE path LIKE '%develop%'")
+    [page] = rows(db, "SELECT id, path, digest, num_specs, meta, sorted_keys FROM pages WHERE path LIKE '%develop%'")
     assert page["path"] == str(hdf5_site / "_cache/develop/hdf5/specs.md")
     assert len(page["digest"]) == 32 and page["num_specs"] == 3 and page["sorted_keys"] == 1
-    assert json.loads(page["meta"])["versions"] == ["1.12.3", "1.14.6", "1.8.23"]
+    assert page["meta"] is None  # what its binaries imply: export writes it
+    written = read_page(SourceFile(page["path"], True), Path(page["path"]).read_bytes()).meta
+    assert page_stacks(db, page["id"]) == written["num_specs_by_stack"] == {"root": 3, "e4s": 2, "tutorial": 1}
+
+
+def page_stacks(db, page_id):
+    found = rows(
+        db, "SELECT name, binaries FROM page_stacks JOIN stacks ON stacks.id = stack_id WHERE page_id = ?", [page_id]
+    )
+    return {row["name"]: row["binaries"] for row in found}
 
 
 def test_meta_disagreement_is_a_problem_not_an_error(tmp_path):
@@ -214,6 +224,9 @@ def test_meta_disagreement_is_a_problem_not_an_error(tmp_path):
     assert rows(tmp_path / "cache.db", "SELECT path, field, message, severity FROM problems") == [
         dict(zip(("path", "field", "message"), expected, strict=True), severity="warning")
     ]
+    [page] = rows(tmp_path / "cache.db", "SELECT id, meta FROM pages")
+    assert page["meta"] == json.dumps(meta)  # kept as written, for export
+    assert page_stacks(tmp_path / "cache.db", page["id"]) == {"root": 2, "e4s": 1}  # counted from its binaries
     with pytest.raises(BuildError, match="--strict"):
         build([str(tmp_path / "_cache")], tmp_path / "strict.db", strict=True)
     assert not (tmp_path / "strict.db").exists()

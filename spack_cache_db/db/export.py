@@ -10,7 +10,14 @@ import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
 from spack_cache_db.db.load import BUILT_COLUMNS
-from spack_cache_db.normalise import Compiler, name_problem, standard_tarball_url
+from spack_cache_db.normalise import (
+    Compiler,
+    binaries_per_stack,
+    meta_of,
+    meta_text,
+    name_problem,
+    standard_tarball_url,
+)
 from spack_cache_db.read.files import read_start
 
 PAGES = """
@@ -62,7 +69,8 @@ def export(database, outdir):
                 specs = [_spec_entry(tag, package, row) for row in db.query(SPECS, [page["id"]])]
                 order = None if page["sorted_keys"] else json.loads(page["key_order"])
                 entries = [_ordered(entry, order) for entry in specs]
-                text = page_text(package, tag, page["meta"], entries, page["extra"])
+                meta = page["meta"] or meta_text(implied_meta(specs), page["sorted_keys"])
+                text = page_text(package, tag, meta, entries, page["extra"])
                 _write_inside(root, Path(outdir), ("_cache", tag, package), "specs.md", text.encode("utf-8"))
                 written += 1
         finally:
@@ -161,6 +169,19 @@ def _spec_entry(tag, package, row):
             tag, package, row["version"], row["platform"], row["os"], row["target"], Compiler(name, version), spec_hash
         )
     return entry
+
+
+def implied_meta(specs):
+    """The meta that a page's spec_details entries imply (normalise.derived_meta, of what export writes)."""
+    return meta_of(
+        compilers=[spec["compiler"] for spec in specs],
+        versions=[spec["versions"][0] for spec in specs],
+        oss=[spec["os"] for spec in specs],
+        platforms=[spec["platform"] for spec in specs],
+        targets=[spec["target"] for spec in specs],
+        by_stack=binaries_per_stack(tuple(spec["stacks"]) for spec in specs),
+        binaries=len(specs),
+    )
 
 
 def _ordered(entry, order):

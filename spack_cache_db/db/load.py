@@ -179,6 +179,8 @@ class Loader:
                 extra=json.dumps(document.extra, sort_keys=True) if document.extra else None,
             )
         )
+        for stack, count in document.binaries_per_stack.items():
+            self.queue(ROWS["page_stacks"](page_id=page_id, stack_id=self.stack_id(stack), binaries=count))
         add_spec, add_page_spec = self.pending["specs"].append, self.pending["page_specs"].append
         for spec, page_spec in rows:
             add_spec(spec)

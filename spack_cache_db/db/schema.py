@@ -26,8 +26,9 @@ from spack_cache_db.normalise import (
 # 3: build-cache indexes, edges, sources' identity; 4: cascades; 5: version keys; 6: deptype flags on
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
-# 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before
-SCHEMA_VERSION = 14
+# 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before; 14: the view
+# tag_stack_cell_names; 15: page_stacks, and a page's meta only where its binaries imply another
+SCHEMA_VERSION = 15
 
 TABLES = """
 CREATE TABLE tags (
@@ -189,7 +190,9 @@ CREATE TABLE pages (
     path TEXT NOT NULL,
     digest TEXT NOT NULL,
     num_specs INTEGER NOT NULL,
-    meta TEXT NOT NULL,
+    -- As the page has it where it says other than the page's binaries imply (export writes the implied one
+    -- otherwise): NULL on a page of the generator's that the build found no problem with.
+    meta TEXT,
     sorted_keys INTEGER NOT NULL,
     key_order TEXT,
     extra TEXT,
@@ -204,6 +207,14 @@ CREATE TABLE page_specs (
     standard_tarball INTEGER NOT NULL,
     extra TEXT,
     PRIMARY KEY (page_id, spec_id)
+) WITHOUT ROWID;
+-- A page's binaries per stack (its meta's num_specs_by_stack, counted from its binaries): a tag's stacks and
+-- packages are counted from a few rows per page, not from every binary.
+CREATE TABLE page_stacks (
+    page_id INTEGER NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+    stack_id INTEGER NOT NULL REFERENCES stacks(id),
+    binaries INTEGER NOT NULL,
+    PRIMARY KEY (page_id, stack_id)
 ) WITHOUT ROWID;
 CREATE TABLE problems (
     id INTEGER PRIMARY KEY,
@@ -314,7 +325,6 @@ INDEXES = """
 CREATE UNIQUE INDEX specs_by_hash ON specs(hash);
 CREATE INDEX page_specs_by_spec ON page_specs(spec_id);
 CREATE INDEX pages_by_package ON pages(package_id);
-CREATE INDEX pages_by_path ON pages(path);
 CREATE INDEX stack_set_members_by_stack ON stack_set_members(stack_id);
 CREATE INDEX variant_set_members_by_variant ON variant_set_members(variant_id);
 CREATE INDEX problems_by_path ON problems(path);
@@ -337,6 +347,8 @@ CREATE INDEX dependency_only_specs_by_spec ON dependency_only_specs(spec_id);
 -- And for deleting a variant set: without it, a scan of every configuration per variant set (removing a tag
 -- of the usual history: 0.15 s for its 17 variant sets, of the 4 s the removal takes).
 CREATE INDEX configurations_by_variant_set ON configurations(variant_set_id);
+-- And for deleting a stack: without it, a scan of every page's stacks per stack.
+CREATE INDEX page_stacks_by_stack ON page_stacks(stack_id);
 -- And for deleting a tag: without them, a scan of each table (the counts of every version in every tag, the
 -- dependency-only specs of every tag) for the tag. (Whether an os, a platform, a target or a compiler is still
 -- used is read from every configuration: a few rows, once a removal deletes configurations; an index each
@@ -600,27 +612,6 @@ CREATE VIEW stack_memberships AS
 SELECT stacks.name AS stack, stack_set_members.stack_set_id
 FROM stacks
 JOIN stack_set_members ON stack_set_members.stack_id = stacks.id;
-
--- Each page with its meta's num_specs_by_stack where the meta can be trusted (trusted is 0 and by_stack
--- NULL where not). The build compares every page's meta with its spec_details and records a disagreement
--- in problems, so on a page with no problem it gives exactly the page's binaries per stack. Of a key
--- given twice, the last counts, as the build read it.
-CREATE VIEW page_stack_counts AS
-SELECT
-    id,
-    tag_id,
-    package_id,
-    num_specs,
-    trusted,
-    CASE WHEN trusted THEN (
-        SELECT meta_field.value FROM json_each(meta) AS meta_field
-        WHERE meta_field.key = 'num_specs_by_stack' ORDER BY meta_field.id DESC LIMIT 1
-    ) END AS by_stack
-FROM (
-    SELECT pages.*, NOT EXISTS (SELECT 1 FROM problems WHERE problems.path = pages.path) AND json_valid(pages.meta)
-        AS trusted
-    FROM pages
-);
 
 -- Each spec by id: its hash, package and version (and whether it is an external).
 CREATE VIEW spec_names AS
@@ -938,7 +929,6 @@ VIEW_ROWS_OF = {
     "spec_names": "specs",
     "spec_tags": "page_specs",
     "stack_memberships": "stack_set_members",
-    "page_stack_counts": "pages",
     "dependency_edge_totals": "dependency_edge_counts",
     "listing_texts": "listings",
     "configuration_specs": "configurations",

@@ -18,7 +18,7 @@ from spack_cache_db.normalise import (
     HASH,
     NAME,
     NO_COMPILER,
-    derived_meta,
+    binaries_per_stack,
     name_problem,
     parse_compiler,
     parse_variant,
@@ -561,7 +561,8 @@ def tag_records(tag, indexes, configurations):
             tag=tag,
             package=package,
             binaries=binaries,
-            meta_text=json.dumps(derived_meta(binaries), sort_keys=True),
+            binaries_per_stack=binaries_per_stack(binary.stacks for binary in binaries),
+            meta_text=None,  # the one its binaries imply
             sorted_keys=True,
             key_order=None,
             binary_field="database.installs.{hash}",

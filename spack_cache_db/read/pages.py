@@ -19,6 +19,7 @@ from spack_cache_db.normalise import (
     PLAIN_TEXT,
     derived_meta,
     is_storable_text,
+    meta_text,
     name_problem,
     parse_compiler,
     parse_variant,
@@ -611,18 +612,26 @@ def _page_document(page, configurations):
             )
         seen[binary.hash] = number
         binaries.append(binary)
+    derived = derived_meta(binaries)
     return Document(
         source=page.path,
         digest=page.digest,
         tag=page.tag,
         package=page.title,
         binaries=binaries,
-        meta_text=page.meta_text,
+        binaries_per_stack=derived["num_specs_by_stack"],
+        meta_text=None if _implied(page, derived) else page.meta_text,
         sorted_keys=page.sorted_keys,
         key_order=page.key_order,
         extra=page.extra,
-        warnings=meta_disagreements(page.meta, binaries),
+        warnings=meta_disagreements(page.meta, derived),
     )
+
+
+def _implied(page, derived):
+    """Whether the page's meta is the one its binaries imply, so that export writes it again (meta_text): the same
+    facts, and, written the way the generator writes today, the same text."""
+    return page.meta == derived and (not page.sorted_keys or page.meta_text == meta_text(derived, sorted_keys=True))
 
 
 def parse_spec(entry, where, configurations):
@@ -758,9 +767,8 @@ def _size(value, where):
     )
 
 
-def meta_disagreements(declared, specs):
-    """[(field, message)] where the page's meta says something its spec_details do not."""
-    derived = derived_meta(specs)
+def meta_disagreements(declared, derived):
+    """[(field, message)] where the page's meta says something its spec_details do not (their derived_meta)."""
     found = []
     for key, expected in derived.items():
         if key not in declared:

@@ -30,7 +30,7 @@ from spack_cache_db.web import counts, metadata, search
 from spack_cache_db.web.errors import BadArgument
 
 # A sort of this many rows takes a small part of a page's time, even in a view that reads JSON for each row
-# (page_stack_counts: about 5 µs a row).
+# (about 5 µs a row).
 SORT_ANY_COLUMN_UP_TO = 10_000
 # The rows a page filtered by its columns may have SQLite sort, where its plan sorts them: sorting the usual
 # history's binary_stacks by package took 262 ms for hep's 145,182 rows and 765 ms for e4s's 729,188.

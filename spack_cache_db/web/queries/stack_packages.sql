@@ -21,51 +21,40 @@ WITH args AS (
 row_limit AS (SELECT CASE WHEN stack = '' THEN 100 ELSE 500 END AS rows FROM args),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
 in_stack AS MATERIALIZED (SELECT stack_memberships.stack_set_id FROM args JOIN stack_memberships USING (stack)),
--- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
-checked_pages AS MATERIALIZED (
-    SELECT page_stack_counts.id, page_stack_counts.package_id, page_stack_counts.num_specs, page_stack_counts.by_stack
+-- The rows the pages' counts per stack give (a stack and a package with binaries in it), and how many
+-- binaries the page has in the stack.
+page_rows AS (
+    SELECT stacks.name AS stack, packages.name AS package, pages.id AS page_id, pages.tag_id, pages.package_id,
+        pages.num_specs, page_stacks.binaries AS specs
     FROM chosen
-    CROSS JOIN page_stack_counts ON page_stack_counts.tag_id = chosen.id
-),
--- The rows the trusted metas vouch for (a stack and a package with binaries in it), in the order
--- they are listed, and how many binaries the page has in the stack.
-vouched AS (
-    SELECT stacks.name AS stack, packages.name AS package, checked_pages.id AS page_id,
-        checked_pages.package_id, checked_pages.num_specs, CAST(by_stack.value AS INTEGER) AS specs,
-        max(by_stack.id) AS last
-    FROM checked_pages
-    CROSS JOIN json_each(coalesce(checked_pages.by_stack, '{}')) AS by_stack
-    CROSS JOIN stacks ON stacks.name = by_stack.key
-    CROSS JOIN packages ON packages.id = checked_pages.package_id
     CROSS JOIN args
-    WHERE checked_pages.by_stack IS NOT NULL AND (args.stack = '' OR stacks.name = args.stack)
+    CROSS JOIN pages ON pages.tag_id = chosen.id
+    CROSS JOIN page_stacks ON page_stacks.page_id = pages.id
+    CROSS JOIN stacks ON stacks.id = page_stacks.stack_id
+    CROSS JOIN packages ON packages.id = pages.package_id
+    WHERE (args.stack = '' OR stacks.name = args.stack)
         AND (stacks.name, packages.name) > (args.after_stack, args.after_package)
-    GROUP BY checked_pages.id, stacks.id
 ),
 -- The first of them: a row after these cannot be among the rows listed.
-first_vouched AS (
-    SELECT * FROM vouched ORDER BY stack, package LIMIT (SELECT rows FROM row_limit)
+first_rows AS (
+    SELECT * FROM page_rows ORDER BY stack, package LIMIT (SELECT rows FROM row_limit)
 ),
--- With a stack, a page that has all its binaries in it needs no binary read: its versions are the
--- ones its (trusted) meta lists.
+-- With a stack, a page that has all its binaries in it needs no binary read: its versions are the package's
+-- in the tag (tag_version_counts).
 whole AS (
-    SELECT first_vouched.* FROM first_vouched, args
-    WHERE args.stack <> '' AND first_vouched.specs = first_vouched.num_specs
+    SELECT first_rows.* FROM first_rows, args
+    WHERE args.stack <> '' AND first_rows.specs = first_rows.num_specs
 ),
 whole_versions AS (
     SELECT whole.stack, whole.package, versions.version, versions.version_rank, whole.specs
     FROM whole
-    CROSS JOIN pages ON pages.id = whole.page_id
-    CROSS JOIN json_each((SELECT meta_field.value FROM json_each(pages.meta) AS meta_field
-                          WHERE meta_field.key = 'versions' ORDER BY meta_field.id DESC LIMIT 1)) AS listed
-    CROSS JOIN versions ON versions.package_id = whole.package_id AND versions.version = listed.value
+    CROSS JOIN versions ON versions.package_id = whole.package_id
+    CROSS JOIN tag_version_counts ON tag_version_counts.version_id = versions.id
+        AND tag_version_counts.tag_id = whole.tag_id
 ),
--- The pages whose binaries are read: the other first rows' and those whose meta is not trusted.
--- The rest of the tag is never read.
+-- The pages whose binaries are read: the other first rows'. The rest of the tag is never read.
 counted_pages AS (
-    SELECT page_id AS id FROM first_vouched WHERE page_id NOT IN (SELECT page_id FROM whole)
-    UNION
-    SELECT id FROM checked_pages WHERE by_stack IS NULL
+    SELECT DISTINCT page_id AS id FROM first_rows WHERE page_id NOT IN (SELECT page_id FROM whole)
 ),
 -- Without a stack: count per listing first, from page_specs alone (a listing is one package's configuration
 -- in one set of stacks); then read each listing once rather than once per binary.

@@ -13,33 +13,14 @@ WITH args AS (
     lower(trim(coalesce(:package, ''))) AS package
 ),
 chosen AS (SELECT tags.* FROM tags, args WHERE tags.name = args.tag),
--- The tag's pages, each with its binaries per stack where its meta can be trusted (page_stack_counts).
-checked_pages AS (
-    SELECT page_stack_counts.id, page_stack_counts.package_id, page_stack_counts.by_stack
+-- Binaries per stack and package: a few rows per page (page_stacks), not one per binary.
+per_package AS (
+    SELECT page_stacks.stack_id, pages.package_id, page_stacks.binaries AS specs
     FROM chosen
     CROSS JOIN args
-    CROSS JOIN page_stack_counts ON page_stack_counts.tag_id = chosen.id
-    WHERE args.package = ''
-       OR page_stack_counts.package_id = (SELECT id FROM packages WHERE packages.name = args.package)
-),
--- Binaries per stack and package: read from the meta where it can be trusted (a few rows per page
--- instead of one per binary), counted binary by binary elsewhere.
-per_package AS (
-    SELECT stacks.id AS stack_id, checked_pages.package_id, CAST(by_stack.value AS INTEGER) AS specs,
-        max(by_stack.id) AS last
-    FROM checked_pages
-    CROSS JOIN json_each(coalesce(checked_pages.by_stack, '{}')) AS by_stack
-    CROSS JOIN stacks ON stacks.name = by_stack.key
-    WHERE checked_pages.by_stack IS NOT NULL
-    GROUP BY checked_pages.id, stacks.id
-    UNION ALL
-    SELECT stack_set_members.stack_id, checked_pages.package_id, count(*) AS specs, NULL
-    FROM checked_pages
-    CROSS JOIN page_specs ON page_specs.page_id = checked_pages.id
-    JOIN listings ON listings.id = page_specs.listing_id
-    JOIN stack_set_members ON stack_set_members.stack_set_id = listings.stack_set_id
-    WHERE checked_pages.by_stack IS NULL
-    GROUP BY checked_pages.id, stack_set_members.stack_id
+    CROSS JOIN pages ON pages.tag_id = chosen.id
+    CROSS JOIN page_stacks ON page_stacks.page_id = pages.id
+    WHERE args.package = '' OR pages.package_id = (SELECT id FROM packages WHERE packages.name = args.package)
 ),
 per_stack AS (
     SELECT stack_id, count(*) AS packages, sum(specs) AS specs
