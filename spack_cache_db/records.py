@@ -88,7 +88,6 @@ class Document:
     """One tag's binaries of one package, and how to write it back as a cache page."""
 
     source: str  # the file or URL it was read from, as the user named it
-    digest: str  # of what was read
     tag: str
     package: str
     binaries: list  # of Binary, in the input's order

@@ -72,7 +72,7 @@ class _Dump:
     def _canonical(self, table, row):
         keys = self.keys[table]
         return tuple(
-            (column, self._pointed_at(*keys[column], value) if column in keys else value)
+            (column, self._pointed_at(*keys[column], value) if column in keys and value is not None else value)
             for column, value in row.items()
             if column != "id"
         )

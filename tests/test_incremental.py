@@ -19,8 +19,9 @@ CANONICAL = {
     "binaries": "SELECT tag, package, version, version_rank, hash, compiler, os, platform, target, variants, stacks,"
     " spec, install, size, tag_order FROM binaries ORDER BY tag, hash",
     "binary_stacks": "SELECT * FROM binary_stacks ORDER BY tag, hash, stack",
-    "pages": "SELECT tags.name, packages.name, path, digest, num_specs, meta, sorted_keys, key_order, extra"
-    " FROM pages JOIN tags ON tags.id = tag_id JOIN packages ON packages.id = package_id ORDER BY path",
+    "pages": "SELECT tags.name, packages.name, path, num_specs, meta, sorted_keys, key_orders.keys, extra"
+    " FROM pages JOIN tags ON tags.id = tag_id JOIN packages ON packages.id = package_id"
+    " LEFT JOIN key_orders ON key_orders.id = key_order_id ORDER BY path",
     "sources": "SELECT * FROM sources ORDER BY path",
     "problems": "SELECT path, field, message, severity, tag, package FROM problems ORDER BY path, field",
     "tags": "SELECT name, kind, snapshot_date, release_version, sort_order, mirror_url FROM tags ORDER BY name",

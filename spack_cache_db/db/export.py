@@ -21,9 +21,10 @@ from spack_cache_db.normalise import (
 from spack_cache_db.read.files import read_start
 
 PAGES = """
-SELECT pages.id, tags.name AS tag, packages.name AS package, pages.meta, pages.sorted_keys, pages.key_order,
+SELECT pages.id, tags.name AS tag, packages.name AS package, pages.meta, pages.sorted_keys, key_orders.keys AS key_order,
     pages.extra
 FROM pages JOIN tags ON tags.id = pages.tag_id JOIN packages ON packages.id = pages.package_id
+LEFT JOIN key_orders ON key_orders.id = pages.key_order_id
 ORDER BY tags.name, packages.name
 """
 

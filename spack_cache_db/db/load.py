@@ -171,11 +171,10 @@ class Loader:
                 tag_id=tag_id,
                 package_id=package_id,
                 path=document.source,
-                digest=document.digest,
                 num_specs=len(binaries),
                 meta=document.meta_text,
                 sorted_keys=int(document.sorted_keys),
-                key_order=None if document.key_order is None else json.dumps(document.key_order),
+                key_order_id=None if document.key_order is None else self._key_order_id(document.key_order),
                 extra=json.dumps(document.extra, sort_keys=True) if document.extra else None,
             )
         )
@@ -216,6 +215,10 @@ class Loader:
             extra=extra,
         )
         return spec, page_spec
+
+    def _key_order_id(self, keys):
+        text = json.dumps(keys)
+        return self._id("key_orders", text, lambda new_id: ROWS["key_orders"](id=new_id, keys=text))
 
     def _configuration_of(self, package_id, built):
         configuration_id = self.configuration_by_built.get((package_id, built.number))

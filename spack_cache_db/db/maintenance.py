@@ -103,7 +103,9 @@ def released_by_deleting(conn, deletions):
     released = {}
     for r in schema.RELEASING:
         if r.child in deletions:
-            found = conn.execute(f"SELECT DISTINCT {r.column} FROM {r.child} WHERE {deletions[r.child]}")
+            found = conn.execute(
+                f"SELECT DISTINCT {r.column} FROM {r.child} WHERE ({deletions[r.child]}) AND {r.column} IS NOT NULL"
+            )
             released.setdefault(r.parent, []).extend(row[0] for row in found)
     return released
 

@@ -27,7 +27,8 @@ from spack_cache_db.normalise import (
 # dependency_kinds; 7: facet counts (per value and pair of values) in place of binaries_cube; 8: full-text
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
 # 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before; 14: the view
-# tag_stack_cell_names; 15: page_stacks, and a page's meta only where its binaries imply another
+# tag_stack_cell_names; 15: page_stacks, key_orders, and a page's meta only where its binaries imply another;
+# no digest of pages (sources has it)
 SCHEMA_VERSION = 15
 
 TABLES = """
@@ -183,18 +184,23 @@ CREATE TABLE indexes (
     records INTEGER NOT NULL,
     PRIMARY KEY (tag_id, stack_id)
 ) WITHOUT ROWID;
+-- The orders in which pages that do not sort their spec_details' keys write them (export writes them back so):
+-- a few, each shared by many pages.
+CREATE TABLE key_orders (
+    id INTEGER PRIMARY KEY,
+    keys TEXT NOT NULL UNIQUE
+);
 CREATE TABLE pages (
     id INTEGER PRIMARY KEY,
     tag_id INTEGER NOT NULL REFERENCES tags(id),
     package_id INTEGER NOT NULL REFERENCES packages(id),
     path TEXT NOT NULL,
-    digest TEXT NOT NULL,
     num_specs INTEGER NOT NULL,
     -- As the page has it where it says other than the page's binaries imply (export writes the implied one
     -- otherwise): NULL on a page of the generator's that the build found no problem with.
     meta TEXT,
     sorted_keys INTEGER NOT NULL,
-    key_order TEXT,
+    key_order_id INTEGER REFERENCES key_orders(id),
     extra TEXT,
     UNIQUE (tag_id, package_id)
 );
@@ -1034,10 +1040,15 @@ class Reference(NamedTuple):
     parent: str
     parent_column: str
     cascade: bool  # ON DELETE CASCADE: the child row belongs to its parent and goes with it
+    nullable: bool  # a child may refer to no row (NULL)
+
+
+def _nullable(table, column):
+    return not next(c for c in _DECLARED[table].columns if c.name == column).notnull
 
 
 REFERENCES = tuple(
-    Reference(table, key[3], key[2], key[4], key[6] == "CASCADE")
+    Reference(table, key[3], key[2], key[4], key[6] == "CASCADE", _nullable(table, key[3]))
     for table in COLUMNS
     for key in _DECLARED.execute(f"PRAGMA foreign_key_list({table})").fetchall()
 )
@@ -1089,7 +1100,7 @@ def _release_tracking():
     ]
     statements.extend(
         f"CREATE TEMP TRIGGER IF NOT EXISTS releases_{r.parent}_deleting_{r.child}_{r.column}"
-        f" AFTER DELETE ON main.{r.child}"
+        f" AFTER DELETE ON main.{r.child}{f' WHEN OLD.{r.column} IS NOT NULL' if r.nullable else ''}"
         f" BEGIN INSERT OR IGNORE INTO {released(r.parent)} VALUES (OLD.{r.column}); END"
         for r in RELEASING
     )
@@ -1109,7 +1120,9 @@ def orphans(table, counted=False):
 
 def _not_referred_to(reference, kept):
     if kept is None:
-        return f"{reference.parent_column} NOT IN (SELECT {reference.column} FROM {reference.child})"
+        # x NOT IN a list that holds NULL is never true: a nullable column's NULLs are left out.
+        referring = f" WHERE {reference.column} IS NOT NULL" if reference.nullable else ""
+        return f"{reference.parent_column} NOT IN (SELECT {reference.column} FROM {reference.child}{referring})"
     # The parent's column unqualified (the row may be read through a view, to unindex it): it names no column
     # of the count (_count_of), so it is the parent row's.
     return (

@@ -6,7 +6,6 @@ Which records are binaries, their stacks, compilers and variants follow the rule
 generator used to write its pages from these indexes (see the README's "Build-cache indexes")."""
 
 import collections
-import hashlib
 import json
 import re
 import urllib.parse
@@ -553,11 +552,9 @@ def tag_records(tag, indexes, configurations):
         spec = records[spec_hash][0].spec
         built, edges = reader.read(spec_hash)
         nodes.append(Node(spec_hash, spec.name, built, spec.external is not None, edges))
-    source, digest = indexes[0].location, _digest_of(indexes)
     documents = [
         Document(
-            source=source,
-            digest=digest,
+            source=indexes[0].location,
             tag=tag,
             package=package,
             binaries=binaries,
@@ -570,12 +567,6 @@ def tag_records(tag, indexes, configurations):
         for package, binaries in sorted(by_package.items())
     ]
     return TagRecords(tag, documents, nodes)
-
-
-def _digest_of(indexes):
-    """What a tag's pages were made from: its indexes' labels and checksums."""
-    text = "\n".join(f"{index.label} {index.checksum}" for index in indexes)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def as_binary(record):

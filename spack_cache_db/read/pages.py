@@ -615,7 +615,6 @@ def _page_document(page, configurations):
     derived = derived_meta(binaries)
     return Document(
         source=page.path,
-        digest=page.digest,
         tag=page.tag,
         package=page.title,
         binaries=binaries,
