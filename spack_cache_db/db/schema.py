@@ -1208,9 +1208,16 @@ def insert_sql(table):
 SCHEMA_DIGEST = hashlib.blake2b((TABLES + _EVERY_INDEX + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
 
 
+# Pages of 8 KiB rather than SQLite's 4: the usual history's database takes 0.6 bytes per binary less (of 160), in
+# fewer b-tree pages and less room left over at their ends; its questions took as long, side by side (find_binaries
+# over 419 combinations of fields, the binaries page and its clicks, stacks_in_tag, stack_packages, package).
+PAGE_SIZE = 8192
+
+
 def create_schema(conn):
     """Create every table, full-text index and view of an empty database, and the indexes its load reads:
     create_indexes_after_load makes the others once the rows are written."""
+    conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     conn.executescript(TABLES + INDEXES + VIEWS + _full_text_ddl())
 
 
