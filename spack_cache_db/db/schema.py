@@ -196,8 +196,8 @@ CREATE TABLE pages (
     package_id INTEGER NOT NULL REFERENCES packages(id),
     path TEXT NOT NULL,
     num_specs INTEGER NOT NULL,
-    -- As the page has it where it says other than the page's binaries imply (export writes the implied one
-    -- otherwise): NULL on a page of the generator's that the build found no problem with.
+    -- As the page has it where it is not the text the page's binaries imply (a disagreement is in problems);
+    -- NULL where it is that text, which export writes again.
     meta TEXT,
     sorted_keys INTEGER NOT NULL,
     key_order_id INTEGER REFERENCES key_orders(id),
