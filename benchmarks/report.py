@@ -512,8 +512,20 @@ def render_unchanged_floor(added):
             f"it, adding the tag costs **{without_floor(added, ADDING):.2f}x** building that tag alone, and "
             f"removing it again **{without_floor(added, REMOVING):.2f}x**.",
             *verdicts,
+            *overlap_sentence(added),
         ]
     )
+
+
+def overlap_sentence(added):
+    """Why a ratio without the floor can be below 0: the copy and the floor are measured apart and subtracted whole."""
+    if min(without_floor(added, ADDING), without_floor(added, REMOVING)) >= 0:
+        return []
+    return [
+        "Below 0: the plain copy and the floor are measured apart from the builds and subtracted whole, and inside a "
+        "build they cost less: adding, the build finds its files unchanged while its writer process copies the "
+        "database; removing, it copies the addition's output, a file in another state than the plain copy's."
+    ]
 
 
 def floor_verdicts(added):

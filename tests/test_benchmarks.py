@@ -717,6 +717,14 @@ def test_the_report_says_what_keeps_adding_and_removing_a_tag_over_the_target(ad
     assert benchmark_module("report").floor_verdicts(added) == said
 
 
+@pytest.mark.parametrize(("added_s", "removed_s", "explained"), [(2.06, 1.35, True), (1.7, 1.6, False)])
+def test_a_ratio_without_the_floor_below_0_is_explained(added_s, removed_s, explained):
+    """Seconds beyond the copy, with a floor of 1.6 s: under it, the ratio without the floor is below 0."""
+    added = {"beyond_copy_s": added_s, "remove_beyond_copy_s": removed_s, "unchanged_floor": {"seconds": 1.6}}
+    said = benchmark_module("report").overlap_sentence(added | {"tag_alone": {"wall_s": 1.65}})
+    assert bool(said) == explained and all(sentence.startswith("Below 0:") for sentence in said)
+
+
 @pytest.fixture(scope="module")
 def floors():
     return benchmark_module("floors")
