@@ -244,7 +244,8 @@ def assert_storable(document):
         built = binary.built
         texts = [binary.hash, built.version, built.os, built.platform, built.target, *binary.stacks]
         texts += [str(built.compiler), *built.raw_variants, json.dumps(binary.extra, ensure_ascii=False)]
-        texts += [document.tag, document.package, document.meta_text, json.dumps(document.extra, ensure_ascii=False)]
+        texts += [document.tag, document.package, json.dumps(document.extra, ensure_ascii=False)]
+        texts += [] if document.meta_text is None else [document.meta_text]  # None: the one the binaries imply
         for text in texts:
             text.encode("utf-8")
         assert binary.size is None or 0 <= binary.size < 2**63
