@@ -251,12 +251,17 @@ def other_compiler_name(name):
     return OTHER_COMPILER_NAMES.get(name)
 
 
+def sql_literal(text):
+    """Text as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def template_sql(template, expressions):
     """A template's text as an SQL concatenation, each {field} replaced by the SQL expression given for it."""
     parts = []
     for literal, field, _, _ in string.Formatter().parse(template):
         if literal:
-            parts.append("'" + literal.replace("'", "''") + "'")
+            parts.append(sql_literal(literal))
         if field is not None:
             parts.append(expressions[field])
     return " || ".join(parts)

@@ -20,6 +20,7 @@ from spack_cache_db.normalise import (
     NO_COMPILER,
     OTHER_COMPILER_NAMES,
     SPEC_TEMPLATE,
+    sql_literal,
     template_sql,
 )
 
@@ -423,7 +424,7 @@ NO_DEPENDENCIES = (
 )
 
 _COMPILER_ALIASES_SQL = ", ".join(
-    f"({template_sql(name, {})}, {template_sql(other, {})})" for name, other in OTHER_COMPILER_NAMES.items()
+    f"({sql_literal(name)}, {sql_literal(other)})" for name, other in OTHER_COMPILER_NAMES.items()
 )
 
 VIEWS = f"""
@@ -433,7 +434,7 @@ CREATE VIEW compiler_aliases(name, other) AS VALUES {_COMPILER_ALIASES_SQL};
 
 -- What the questions say, written once: of a database without dependency edges (NO_DEPENDENCIES).
 CREATE VIEW sentences AS
-SELECT {template_sql(NO_DEPENDENCIES, {})} AS no_dependencies;
+SELECT {sql_literal(NO_DEPENDENCIES)} AS no_dependencies;
 
 CREATE VIEW binaries AS
 SELECT

@@ -8,6 +8,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from spack_cache_db import normalise
 from spack_cache_db.db.connection import database_uri
 from spack_cache_db.db.schema import NO_DEPENDENCIES, SCHEMA_VERSION
 from spack_cache_db.query import canned
@@ -100,7 +101,7 @@ def unknown_names(spec, tags, host, known):
         if kind == "tag":
             held = any(fnmatch.fnmatchcase(held, name) for held in names)
         else:
-            held = name in names or kind == "compiler" and spec_module.other_compiler_name(name) in names
+            held = name in names or kind == "compiler" and normalise.other_compiler_name(name) in names
         if not held:
             unknown.append(Unknown(kind, name, difflib.get_close_matches(name, names, n=3, cutoff=0.6)))
     return unknown

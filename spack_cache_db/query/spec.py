@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass, field
 
 from spack_cache_db import normalise
-from spack_cache_db.normalise import other_compiler_name
 
 _IDENTIFIER = r"[a-zA-Z_0-9][a-zA-Z_0-9\-]*"
 _NAME = r"[a-zA-Z_0-9][a-zA-Z_0-9\-.]*"
@@ -109,7 +108,7 @@ class Node:
             "bare": int(self.bare),
             "versions": self.versions,
             "variants": list(self.variants.values()) or None,
-            "compilers": [self.compiler, *filter(None, [other_compiler_name(self.compiler)])]
+            "compilers": [self.compiler, *filter(None, [normalise.other_compiler_name(self.compiler)])]
             if self.compiler
             else None,
             "compiler_versions": self.compiler_versions,
