@@ -251,6 +251,14 @@ def other_compiler_name(name):
     return OTHER_COMPILER_NAMES.get(name)
 
 
+def compiler_field_names(given):
+    """What a compiler field (a name, or name@version) names under either of the compiler's names, as
+    find_binaries' field_compiler_names reads it from the view compiler_aliases."""
+    name, at, version = given.partition("@")
+    other = other_compiler_name(name)
+    return [given] if other is None else [given, other + at + version]
+
+
 def sql_literal(text):
     """Text as an SQL string literal."""
     return "'" + text.replace("'", "''") + "'"

@@ -108,9 +108,7 @@ class Node:
             "bare": int(self.bare),
             "versions": self.versions,
             "variants": list(self.variants.values()) or None,
-            "compilers": [self.compiler, *filter(None, [normalise.other_compiler_name(self.compiler)])]
-            if self.compiler
-            else None,
+            "compilers": normalise.compiler_field_names(self.compiler) if self.compiler else None,
             "compiler_versions": self.compiler_versions,
             "platform": self.platform,
             "os": self.os,

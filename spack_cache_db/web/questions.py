@@ -18,6 +18,7 @@ from datasette.renderer import json_renderer
 from datasette.utils import path_with_replaced_args
 from markupsafe import Markup
 
+from spack_cache_db import normalise
 from spack_cache_db.query import canned, find, lookup, spec
 from spack_cache_db.web import metadata
 from spack_cache_db.web import spec as web_spec
@@ -314,9 +315,13 @@ def _no_such(request, name, value, known):
 
 
 async def _unknown_compiler(datasette, database, request, value):
-    wanted = value.strip().lstrip("%").replace("@=", "@")
+    named = normalise.compiler_field_names(value.strip().lstrip("%").replace("@=", "@"))
     compilers = await rows(datasette, database, "SELECT label, name FROM compilers")
-    if any(label == wanted or name == wanted or label.startswith(wanted + ".") for label, name in compilers):
+    if any(
+        label == wanted or name == wanted or label.startswith(wanted + ".")  # as find_binaries' field_compilers
+        for label, name in compilers
+        for wanted in named
+    ):
         return []
     return [_no_such(request, "compiler", value, sorted({label for label, _ in compilers}))]
 
