@@ -16,7 +16,7 @@ from pathlib import Path
 from spack_cache_db import __version__
 from spack_cache_db.db import load, maintenance, microarchitectures, schema
 from spack_cache_db.db.connection import database_uri, open_for_build
-from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema
+from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, of_this_schema
 from spack_cache_db.db.writer import BackgroundWriter
 from spack_cache_db.read import index_tags, inputs
 from spack_cache_db.read.files import FileError, read_start, same_identity
@@ -244,7 +244,7 @@ def _existing_sources(output, overwrite=False):
             info = dict(conn.execute("SELECT key, value FROM build_info"))
             if "spack_cache_db_version" not in info:
                 return _not_ours(output, "expected a database built by spack-cache-db, found another", overwrite)
-            if (info.get("schema_version"), info.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
+            if not of_this_schema(info):
                 return None
             # (identity, digest, outcome) by path, the identity as a plain tuple: ninety thousand Identity
             # objects would cost a third more, and a tuple compares equal to one.

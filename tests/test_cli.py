@@ -10,7 +10,7 @@ from paths import ROOT, SEEDS, SITE
 from terminal import run_in_terminal
 
 from spack_cache_db.cli import cli
-from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION
+from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_DIGEST, SCHEMA_VERSION
 
 
 def run(*args):
@@ -111,7 +111,7 @@ def test_export_and_check(tmp_path):
     assert result.output.splitlines()[:3] == [
         "ok   integrity_check",
         "ok   foreign_key_check",
-        f"ok   schema version {SCHEMA_VERSION}",
+        f"ok   schema version {SCHEMA_VERSION} (digest {SCHEMA_DIGEST})",
     ]
 
 

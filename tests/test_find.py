@@ -20,7 +20,7 @@ from test_dependents import BUILD, LINK, build_tags, expanded_subqueries, record
 
 from spack_cache_db import normalise
 from spack_cache_db.build import build
-from spack_cache_db.db.schema import NO_DEPENDENCIES
+from spack_cache_db.db.schema import NO_DEPENDENCIES, SCHEMA_VERSION
 from spack_cache_db.query import find as find_module
 from spack_cache_db.query.spec import parse
 from spack_cache_db.web import describe
@@ -602,6 +602,13 @@ def test_a_missing_database_or_one_not_ours_is_exit_2_and_one_line(db, tmp_path)
     result = find(old, "hdf5")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "expected schema version" in result.stderr and "found 3" in result.stderr
+    # The version this one reads, but another digest: a view added without a new version (compiler_aliases was).
+    conn.execute("UPDATE build_info SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    conn.execute("INSERT INTO build_info VALUES ('schema_digest', 'another')")
+    conn.commit()
+    result = find(old, "hdf5")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "expected schema version" in result.stderr and "(digest another)" in result.stderr
     assert find(tmp_path, "hdf5").stderr == f"Error: {tmp_path}: expected a regular file, found a folder\n"
 
 

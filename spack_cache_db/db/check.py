@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 import sqlite_utils
 
 from spack_cache_db.db.connection import database_uri
-from spack_cache_db.db.schema import COLUMNS, NAMED_INDEXES, SCHEMA_VERSION, named_indexes
+from spack_cache_db.db.schema import (
+    COLUMNS,
+    NAMED_INDEXES,
+    SCHEMA_DIGEST,
+    SCHEMA_VERSION,
+    named_indexes,
+    of_this_schema,
+)
 from spack_cache_db.read.files import read_start
 from spack_cache_db.records import InputError
 
@@ -56,11 +63,12 @@ def _check_rows(db, path, integrity, report):
         report.fail(f"foreign_key_check: {len(broken)} row(s) point at missing rows, e.g. {broken[:3]}")
     else:
         report.good("foreign_key_check")
-    version = {row["key"]: row["value"] for row in db["build_info"].rows}.get("schema_version")
-    if version == str(SCHEMA_VERSION):
-        report.good(f"schema version {version}")
+    built = {row["key"]: row["value"] for row in db["build_info"].rows}
+    if of_this_schema(built):
+        report.good(f"schema version {SCHEMA_VERSION} (digest {SCHEMA_DIGEST})")
     else:
-        report.fail(f"schema version: expected {SCHEMA_VERSION}, found {version}")
+        found = f"version {built.get('schema_version')} (digest {built.get('schema_digest')})"
+        report.fail(f"schema: expected version {SCHEMA_VERSION} (digest {SCHEMA_DIGEST}), found {found}")
     _check_tables(db, report)
     for row in db.query("SELECT severity, count(*) AS n FROM problems GROUP BY severity ORDER BY severity"):
         line = f"{row['n']} {row['severity']}(s) recorded in problems"

@@ -1209,6 +1209,12 @@ def insert_sql(table):
 SCHEMA_DIGEST = hashlib.blake2b((TABLES + _EVERY_INDEX + _full_text_ddl() + VIEWS).encode(), digest_size=8).hexdigest()
 
 
+def of_this_schema(build_info):
+    """Whether a database's build_info ({key: value}) says it has exactly this schema: its version, and its digest
+    (a view added without a new version changes the digest only)."""
+    return (build_info.get("schema_version"), build_info.get("schema_digest")) == (str(SCHEMA_VERSION), SCHEMA_DIGEST)
+
+
 # Pages of 8 KiB rather than SQLite's 4: the usual history's database takes 0.6 bytes per binary less (of 160), in
 # fewer b-tree pages and less room left over at their ends; its questions took as long, side by side (find_binaries
 # over 419 combinations of fields, the binaries page and its clicks, stacks_in_tag, stack_packages, package).

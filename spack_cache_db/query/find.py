@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from spack_cache_db import normalise
 from spack_cache_db.db.connection import database_uri
-from spack_cache_db.db.schema import NO_DEPENDENCIES, SCHEMA_VERSION
+from spack_cache_db.db.schema import NO_DEPENDENCIES, SCHEMA_DIGEST, SCHEMA_VERSION, of_this_schema
 from spack_cache_db.query import canned
 from spack_cache_db.query import spec as spec_module
 from spack_cache_db.read.files import read_start
@@ -59,14 +59,15 @@ def open_database(path):
         raise FindError(f"{path}: no such database (build one with: python build_db.py -o {path})")
     try:
         conn = sqlite3.connect(database_uri(path), uri=True)
-        row = conn.execute("SELECT value FROM build_info WHERE key = 'schema_version'").fetchone()
+        built = dict(conn.execute("SELECT key, value FROM build_info"))
     except sqlite3.DatabaseError as error:
         raise FindError(f"{path}: expected a database built by spack-cache-db ({error})") from error
-    if row is None or row[0] != str(SCHEMA_VERSION):
+    if not of_this_schema(built):
         conn.close()
-        found = "none" if row is None else row[0]
+        found = built.get("schema_version", "none")
         raise FindError(
-            f"{path}: expected schema version {SCHEMA_VERSION}, found {found}: build it again with this version"
+            f"{path}: expected schema version {SCHEMA_VERSION} (digest {SCHEMA_DIGEST}), found {found}"
+            f" (digest {built.get('schema_digest', 'none')}): build it again with this version"
         )
     return conn
 

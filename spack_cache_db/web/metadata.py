@@ -16,7 +16,7 @@ import weakref
 
 from datasette import hookimpl
 
-from spack_cache_db.db.schema import SCHEMA_DIGEST, SCHEMA_VERSION
+from spack_cache_db.db.schema import SCHEMA_VERSION, of_this_schema
 from spack_cache_db.web import describe
 
 PLUGIN = "spack-cache-db"  # the key of this project's settings in the metadata's plugins
@@ -39,9 +39,9 @@ async def note_outdated(datasette, names):
     outdated = {}
     for name in names:
         db = datasette.databases[name]
-        rows = await db.execute("SELECT key, value FROM build_info WHERE key IN ('schema_version', 'schema_digest')")
+        rows = await db.execute("SELECT key, value FROM build_info")
         built = dict(rows.rows)
-        if (built.get("schema_version"), built.get("schema_digest")) != (str(SCHEMA_VERSION), SCHEMA_DIGEST):
+        if not of_this_schema(built):
             outdated[name] = OUTDATED.format(path=db.path, version=built.get("schema_version"), current=SCHEMA_VERSION)
             sys.stderr.write(f"spack-cache-db: {outdated[name]}\n")
     _outdated[datasette] = outdated
