@@ -10,6 +10,7 @@ import sys
 import urllib.parse
 
 import pytest
+from datasette import hookimpl
 from datasette.app import Datasette
 from datasette.database import QueryInterrupted
 from datasette.utils import escape_fts
@@ -394,6 +395,30 @@ async def test_our_cells_are_rendered_without_a_plugin_call_each_and_another_dat
     assert ("render_cell", "cache") not in calls
     assert "a note" in (await ds.client.get("/other/notes")).text
     assert ("render_cell", "other") in calls
+
+
+class LaterCells:
+    """A plugin that renders cells, registered once Datasette has started."""
+
+    __name__ = "later-cells"
+
+    @hookimpl
+    def render_cell(self, value, column, table, database, datasette):
+        return "LATER" if column == "package" else None
+
+
+@pytest.mark.asyncio
+async def test_a_plugin_registered_after_start_up_is_asked_for_our_cells(cache_db):
+    from datasette.plugins import pm
+
+    ds = await started(Datasette(immutables=[str(cache_db)], metadata=METADATA))
+    later = LaterCells()
+    pm.register(later, name=later.__name__)
+    try:
+        response = await ds.client.get("/cache/binaries?_size=5")
+    finally:
+        pm.unregister(later)
+    assert response.status_code == 200 and response.text.count("LATER") == 5
 
 
 NARROWED = [

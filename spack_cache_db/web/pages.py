@@ -75,15 +75,19 @@ class _RenderCell:
 
     def __init__(self, every, ours):
         self._every, self._ours = every, ours
-        self._ours_alone = [implementation.function for implementation in ours.get_hookimpls()] == [render_cell]
 
     def __call__(self, **kwargs):
         if kwargs["database"] not in metadata.ours(kwargs["datasette"]):
             return self._every(**kwargs)
-        if not self._ours_alone:
+        if not self._ours_alone():
             return self._ours(**kwargs)
         rendered = cell(kwargs["datasette"], kwargs["database"], kwargs["table"], kwargs["column"], kwargs["value"])
         return [] if rendered is None else [rendered]
+
+    def _ours_alone(self):
+        """Asked at each call, as pluggy would: a plugin may be registered once the hook is wrapped."""
+        implementations = self._ours.get_hookimpls()
+        return len(implementations) == 1 and implementations[0].function is render_cell
 
     def __getattr__(self, name):  # the rest of a hook caller: pluggy adds and removes implementations through it
         return getattr(self._every, name)
