@@ -458,13 +458,11 @@ row_limit AS (SELECT CASE WHEN package = '' THEN 100 ELSE 1000 END AS rows FROM 
 first_tags AS MATERIALIZED (
     SELECT DISTINCT tag_id
     FROM (
-        SELECT counted.version_id, counted.tag_id, sum(counted.binaries) OVER (
-            ORDER BY versions.version_rank DESC, wanted_tags.sort_order ROWS UNBOUNDED PRECEDING
+        SELECT counted.tag_id, sum(counted.binaries) OVER (
+            ORDER BY counted.version_rank DESC, counted.tag_order ROWS UNBOUNDED PRECEDING
         ) - counted.binaries AS before
         FROM given
-        CROSS JOIN packages ON packages.name = given.field_package
-        CROSS JOIN versions ON versions.package_id = packages.id
-        CROSS JOIN tag_version_counts AS counted ON counted.version_id = versions.id
+        CROSS JOIN version_tags AS counted ON counted.package = given.field_package
         CROSS JOIN wanted_tags ON wanted_tags.id = counted.tag_id
     )
     WHERE before < (SELECT rows FROM row_limit)
