@@ -122,6 +122,7 @@ SPECS = [
     ("hdf5 %c=gcc", [node(name="hdf5", compilers=["gcc"])]),
     ("hdf5 %cxx=oneapi", [node(name="hdf5", compilers=["oneapi", "intel-oneapi-compilers"])]),
     ("hdf5 %c=gcc %cxx=gcc %fortran=gcc", [node(name="hdf5", compilers=["gcc"])]),
+    ("hdf5 %c=oneapi %cxx=intel-oneapi-compilers", [node(name="hdf5", compilers=["oneapi", "intel-oneapi-compilers"])]),
     ("hdf5 os=ubuntu24.04 platform=linux", [node(name="hdf5", os="ubuntu24.04", platform="linux")]),
     ("hdf5 operating_system=rhel8", [node(name="hdf5", os="rhel8")]),
     (

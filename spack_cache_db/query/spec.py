@@ -332,10 +332,12 @@ class _Parser:
         name = self._compiler_name(percent).lower()
         version = self.peek()
         versioned = version is not None and version.kind == "version"  # %gcc @13 too: Spack reads gcc@13
-        # One compiler, named again for another language (%c=gcc@13 %cxx=gcc), its versions given once.
-        if node.compiler and (node.compiler != name or versioned and node.compiler_versions is not None):
+        # One compiler, named again for another language (%c=gcc@13 %cxx=gcc), by either of its names (oneapi,
+        # intel-oneapi-compilers), its versions given once.
+        named_again = node.compiler and name in normalise.compiler_field_names(node.compiler)
+        if node.compiler and (not named_again or versioned and node.compiler_versions is not None):
             self.fail("a node has one compiler here: give one '%'", percent.column)
-        node.compiler = name
+        node.compiler = node.compiler or name
         if versioned:
             self.position += 1
             node.compiler_versions = self.versions(version)
