@@ -92,7 +92,7 @@ class Document:
     package: str
     binaries: list  # of Binary, in the input's order
     binaries_per_stack: dict  # {stack: binaries}
-    meta_text: str | None  # the page's meta as written where its binaries imply another (None where they imply it)
+    meta_text: str | None  # the page's meta as written; None where it is the text its binaries imply
     sorted_keys: bool  # written the way cache.spack.io's generator writes today
     key_order: list | None  # otherwise: the specs' keys in the order they first appear, for export
     extra: dict = field(default_factory=dict)  # front-matter fields we do not know, kept

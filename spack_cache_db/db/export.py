@@ -70,7 +70,7 @@ def export(database, outdir):
                 specs = [_spec_entry(tag, package, row) for row in db.query(SPECS, [page["id"]])]
                 order = None if page["sorted_keys"] else json.loads(page["key_order"])
                 entries = [_ordered(entry, order) for entry in specs]
-                meta = page["meta"] or meta_text(implied_meta(specs), page["sorted_keys"])
+                meta = meta_text(implied_meta(specs), page["sorted_keys"]) if page["meta"] is None else page["meta"]
                 text = page_text(package, tag, meta, entries, page["extra"])
                 _write_inside(root, Path(outdir), ("_cache", tag, package), "specs.md", text.encode("utf-8"))
                 written += 1
