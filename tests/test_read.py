@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 from pagemaker import page_text, spec, write_page
@@ -233,3 +234,80 @@ def test_folder_links_that_lead_out_of_the_input_are_not_followed(tmp_path):
         inputs.problems[1].expected
         == f"expected a folder inside {site}, found a link to / (not followed: name it as an input to read it)"
     )
+
+
+def _documents_read_twice(paths):
+    """Each page's Document read with a fresh Configurations, then again once the build has seen every page: the
+    second reading is the one most pages of a history get (their configurations and stacks seen before)."""
+    sources = [SourceFile(str(path), True) for path in paths]
+    pages = [read_page(source, open(source.path, "rb").read()) for source in sources]
+    first = [page_document(page, Configurations()) for page in pages]
+    warm = Configurations()
+    for page in pages:
+        page_document(page, warm)
+    return first, [page_document(page, warm) for page in pages]
+
+
+def test_a_page_whose_specs_the_build_has_seen_gives_the_document_it_gives_at_first():
+    paths = sorted(Path(SAMPLES).glob("_cache/*/*/specs.md"))
+    first, again = _documents_read_twice(paths)
+    assert len(paths) > 20 and any(not document.sorted_keys for document in first)  # both page formats
+    assert [_without_numbers(d) for d in again] == [_without_numbers(d) for d in first]
+
+
+def _without_numbers(document):
+    """A Document's binaries and facts, without the configuration numbers its Configurations gave."""
+    return (
+        document.tag,
+        document.package,
+        [(b.hash, b.built._replace(number=None), b.stacks, b.size, b.extra) for b in document.binaries],
+        document.binaries_per_stack,
+        document.meta_text,
+        document.warnings,
+    )
+
+
+def test_specs_the_build_has_seen_are_not_checked_one_by_one_again(monkeypatch):
+    """Page after page, a history's specs have configurations and stacks checked before: those are read without
+    parse_spec, which checks a spec field by field."""
+    from spack_cache_db.read import pages
+
+    path = Path(SAMPLES) / "_cache/develop-2024-03-17/bolt/specs.md"  # hash-first, with tarball URLs
+    page = read_page(SourceFile(str(path), True), path.read_bytes())
+    configurations = Configurations()
+    page_document(page, configurations)
+    checked = []
+    monkeypatch.setattr(pages, "parse_spec", lambda *arguments: checked.append(arguments) or None)
+    again = page_document(page, configurations)
+    assert checked == [] and len(again.binaries) == len(page.specs) > 1
+
+
+@pytest.mark.parametrize(
+    "change, field, expected",
+    [
+        (lambda specs: specs[1].update(hash=specs[1]["hash"].upper()), "spec_details[1].hash", "expected 32"),
+        (lambda specs: specs[1].update(hash=specs[0]["hash"]), "spec_details[1].hash", "expected each hash once"),
+        (lambda specs: specs[2].update(hash=7), "spec_details[2].hash", "expected non-empty text"),
+        (lambda specs: specs[1].pop("os"), "spec_details[1].os", "expected this field"),
+        (lambda specs: specs.insert(1, ["not", "a", "spec"]), "spec_details[1]", "expected a JSON object"),
+        (lambda specs: specs[2].update(size="12 bytes"), "spec_details[2].size", "expected '-' (unknown)"),
+        (lambda specs: specs[1].update(stacks="root"), "spec_details[1].stacks", "expected a list"),
+        (lambda specs: specs[1].update(variants="+mpi"), "spec_details[1].variants", "expected a list"),
+    ],
+)
+def test_a_wrong_spec_among_specs_the_build_has_seen_is_named_as_at_first(tmp_path, change, field, expected):
+    specs = [spec(n) for n in range(4)]
+    configurations = Configurations()
+    page_document(read_text(tmp_path, page_text("bolt", "develop", specs)), configurations)
+    specs = [dict(sorted(entry.items())) for entry in sorted(specs, key=lambda entry: entry["hash"])]
+    change(specs)
+    text = (
+        page_text("bolt", "develop", [specs[0]]).split("spec_details: ")[0] + f"spec_details: {json.dumps(specs)}\n---"
+    )
+    page = read_text(tmp_path, text)
+    with pytest.raises(PageError) as seen:
+        page_document(page, configurations)
+    with pytest.raises(PageError) as at_first:
+        page_document(page, Configurations())
+    assert str(seen.value) == str(at_first.value)
+    assert (seen.value.field, seen.value.expected[: len(expected)]) == (field, expected)

@@ -282,7 +282,6 @@ def _decode(path, data, explicit):
 
 
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LINE = re.compile(rf"({_FIELD_NAME.pattern}): (.*)")  # use fullmatch
 _CATEGORIES = re.compile(rf"\[({NAME.pattern}), ({NAME.pattern})\]")  # anything else: YAML decides
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FRAME_FIELDS = ("title", "layout", "categories", "meta", "spec_details")
@@ -318,10 +317,11 @@ def _generator_form(body):
     """Fast path for pages in the form the generator writes: one 'key: value' line per field."""
     fields = {}
     for line in body.splitlines():
-        match = _LINE.fullmatch(line)
-        if not match or match.group(1) in fields:
+        # A name has no ': ', so the first one ends it: a partition, where a pattern would read the whole value
+        # (the spec_details' JSON, a line of megabytes) to find the line's end.
+        key, separator, value = line.partition(": ")
+        if not separator or not _FIELD_NAME.fullmatch(key) or key in fields:
             return None
-        key, value = match.groups()
         fields[key] = value
     if tuple(fields) != _FRAME_FIELDS:
         return None
@@ -596,6 +596,59 @@ def exactly(page):
 
 
 def _page_document(page, configurations):
+    binaries = _known_binaries(page.specs, configurations)
+    if binaries is None:
+        binaries = _checked_binaries(page, configurations)
+    derived = derived_meta(binaries)
+    return Document(
+        source=page.path,
+        tag=page.tag,
+        package=page.title,
+        binaries=binaries,
+        binaries_per_stack=derived["num_specs_by_stack"],
+        meta_text=None if _implied(page, derived) else page.meta_text,
+        sorted_keys=page.sorted_keys,
+        key_order=page.key_order,
+        extra=page.extra,
+        warnings=meta_disagreements(page.meta, derived),
+    )
+
+
+# A page's hashes, one space between each two: checked with one match.
+_HASHES = re.compile(rf"{HASH.pattern}(?: {HASH.pattern})*")
+
+
+def _known_binaries(specs, configurations):
+    """The Binaries of spec_details, where every spec is as the generator writes it and each hash is its spec's
+    alone; None where one is not, and _checked_binaries reads them one by one to say what is wrong with the first.
+    A spec's configuration and stacks are checked once per build (Configurations): parse_spec checks those this
+    build has not seen before, and the others are looked up as they were. Page after page, almost every spec is one
+    of those: read here without a call per spec, the checks that remain (its hash) made once for the whole page."""
+    built_of, stacks_of = configurations.built.get, configurations.stacks.get
+    binaries = []
+    append = binaries.append
+    try:
+        for number, entry in enumerate(specs):
+            variants, versions, stacks = entry["variants"], entry["versions"], entry["stacks"]
+            built = sorted_stacks = None
+            if type(variants) is list and type(versions) is list and type(stacks) is list:
+                built = built_of(_configuration_text(entry, variants, versions))
+                sorted_stacks = stacks_of(tuple(stacks))
+            extra = {} if len(entry) == len(SPEC_FIELDS) else _usual_extra(entry)
+            if built is None or sorted_stacks is None or entry["size"] != "-" or extra is None:
+                append(parse_spec(entry, f"spec_details[{number}]", configurations))
+            else:
+                append(Binary(entry["hash"], built, sorted_stacks, None, extra))
+        hashes = [binary.hash for binary in binaries]
+        if _HASHES.fullmatch(" ".join(hashes)) and len(set(hashes)) == len(hashes):
+            return binaries
+    except (KeyError, TypeError, SpecError):  # a spec that is not a JSON object, or that lacks a field
+        pass
+    return None
+
+
+def _checked_binaries(page, configurations):
+    """The Binaries of spec_details, each spec checked in turn: raises PageError at the first that cannot be read."""
     binaries, seen = [], {}
     for number, entry in enumerate(page.specs):
         where = f"spec_details[{number}]"
@@ -612,19 +665,7 @@ def _page_document(page, configurations):
             )
         seen[binary.hash] = number
         binaries.append(binary)
-    derived = derived_meta(binaries)
-    return Document(
-        source=page.path,
-        tag=page.tag,
-        package=page.title,
-        binaries=binaries,
-        binaries_per_stack=derived["num_specs_by_stack"],
-        meta_text=None if _implied(page, derived) else page.meta_text,
-        sorted_keys=page.sorted_keys,
-        key_order=page.key_order,
-        extra=page.extra,
-        warnings=meta_disagreements(page.meta, derived),
-    )
+    return binaries
 
 
 def _implied(page, derived):
@@ -671,12 +712,21 @@ def parse_spec(entry, where, configurations):
     )
 
 
-def _spec_extra(entry, where):
-    """A spec's fields the format does not document (such as tarball), kept as they are."""
-    if len(entry) == len(SPEC_FIELDS) + 1:  # the usual one, a tarball URL, beside SPEC_FIELDS (parse_spec checked)
+def _usual_extra(entry):
+    """The usual field the format does not document, a tarball URL, beside SPEC_FIELDS (which the caller reads); None
+    where a spec has other fields than those."""
+    if len(entry) == len(SPEC_FIELDS) + 1:
         tarball = entry.get("tarball")
         if type(tarball) is str and is_storable_text(tarball):
             return {"tarball": tarball}
+    return None
+
+
+def _spec_extra(entry, where):
+    """A spec's fields the format does not document (such as tarball), kept as they are."""
+    usual = _usual_extra(entry)  # parse_spec checked SPEC_FIELDS
+    if usual is not None:
+        return usual
     extra = {k: entry[k] for k in entry.keys() - _KNOWN_FIELDS}
     for key, value in extra.items():
         if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
@@ -702,19 +752,25 @@ def _has_float(value):
     return False
 
 
+def _configuration_text(entry, variants, versions):
+    """A spec's configuration as the page writes it (variants and versions its lists): what Configurations keeps a
+    checked configuration by."""
+    return (
+        entry["compiler"],
+        entry["os"],
+        entry["platform"],
+        entry["target"],
+        tuple(variants),
+        tuple(versions),
+        *map(entry.get, OPTIONAL_SPEC_FIELDS),
+    )
+
+
 def _built(entry, where, configurations):
     variants, versions = entry["variants"], entry["versions"]
     if type(variants) is list and type(versions) is list:
         try:
-            text = (
-                entry["compiler"],
-                entry["os"],
-                entry["platform"],
-                entry["target"],
-                tuple(variants),
-                tuple(versions),
-                *map(entry.get, OPTIONAL_SPEC_FIELDS),
-            )
+            text = _configuration_text(entry, variants, versions)
             return configurations.built.get(text) or configurations.add(text, lambda: _check_built(entry, where))
         except TypeError:  # unhashable values, named by _check_built
             pass
