@@ -570,3 +570,13 @@ def test_a_writer_that_stops_while_the_build_hands_it_batches_says_why(tmp_path)
         with pytest.raises(sqlite3.OperationalError, match="^database is locked$"):
             while True:  # a full queue and pipe: the build waits until the writer stops, then hears why
                 background.write(*problems_batch())
+
+
+@pytest.mark.parametrize("table", sorted(schema.NUMBERED_REFERENCES))
+def test_the_writer_gives_each_reference_to_a_numbered_row_its_parents_id_and_keeps_the_other_values(table):
+    references = schema.NUMBERED_REFERENCES[table]
+    row = tuple(f"value {position}" for position in range(len(schema.COLUMNS[table])))
+    lookups = [{row[position]: f"id in {parent}, named at {position}"}.get for position, parent in references]
+    (resolved,) = writer._RESOLVERS[table]([row], *lookups)
+    named = {position: f"id in {parent}, named at {position}" for position, parent in references}
+    assert resolved == tuple(named.get(position, value) for position, value in enumerate(row))
