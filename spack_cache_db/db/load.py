@@ -159,11 +159,7 @@ class Loader:
             self.origins[-1].binary_field = document.binary_field
         page_id = self.next_id["pages"]  # a rejected document gives its id back (rollback)
         self.next_id["pages"] += 1
-        tarballs = {}  # Built.number -> the usual tarball URL of its binaries in this document, but the hash
-        rows = [
-            self._spec_rows(document, page_id, package_id, number, binary, tarballs)
-            for number, binary in enumerate(binaries)
-        ]
+        rows = self._spec_rows(document, page_id, package_id)
         pages[document.package] = document.source
         self.queue(
             ROWS["pages"](
@@ -185,36 +181,54 @@ class Loader:
             add_spec(spec)
             add_page_spec(page_spec)
 
-    def _spec_rows(self, document, page_id, package_id, position, binary, tarballs):
-        """(the specs row, the page_specs row): both name the spec by its hash."""
-        built = binary.built
-        configuration_id = self._configuration_of(package_id, built)
-        spec = _SPEC_ROW(id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0)
-        listing = (configuration_id, self._stack_set_id(binary.stacks))
-        if listing not in self.queued_listings:
-            self.queued_listings.add(listing)
-            self.queue(ROWS["listings"](id=None, configuration_id=configuration_id, stack_set_id=listing[1]))
-        extra, standard_tarball = binary.extra, 0
-        if extra:
-            if (
-                "tarball" in extra
-                and extra["tarball"] == _tarball_prefix(tarballs, document, built) + binary.hash + ".spack"
-            ):
-                extra = {k: v for k, v in extra.items() if k != "tarball"} if len(extra) > 1 else None
-                standard_tarball = 1
-            extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
-        else:
-            extra = None
-        page_spec = _PAGE_SPEC_ROW(
-            page_id=page_id,
-            spec_id=binary.hash,
-            position=position,
-            listing_id=listing,
-            compiler_exact=int(built.compiler_exact),
-            standard_tarball=standard_tarball,
-            extra=extra,
-        )
-        return spec, page_spec
+    def _spec_rows(self, document, page_id, package_id):
+        """[(the specs row, the page_specs row)] of the document's binaries: both name the spec by its hash. A loop
+        over millions of binaries: what a binary shares with others (its configuration's id, its listing) is found
+        by a lookup, and made the first time only."""
+        configuration_by_built, stack_set_by_stacks = self.configuration_by_built, self.stack_set_by_stacks
+        queued_listings = self.queued_listings
+        tarballs = {}  # Built.number -> the usual tarball URL of its binaries in this document, but the hash
+        rows = []
+        for position, binary in enumerate(document.binaries):
+            built = binary.built
+            configuration_id = configuration_by_built.get((package_id, built.number)) or self._configuration_of(
+                package_id, built
+            )
+            listing = (
+                configuration_id,
+                stack_set_by_stacks.get(binary.stacks) or self._stack_set_id(binary.stacks),
+            )
+            if listing not in queued_listings:
+                queued_listings.add(listing)
+                self.queue(ROWS["listings"](id=None, configuration_id=configuration_id, stack_set_id=listing[1]))
+            extra, standard_tarball = binary.extra, 0
+            if extra:
+                if (
+                    "tarball" in extra
+                    and extra["tarball"] == _tarball_prefix(tarballs, document, built) + binary.hash + ".spack"
+                ):
+                    extra = {k: v for k, v in extra.items() if k != "tarball"} if len(extra) > 1 else None
+                    standard_tarball = 1
+                extra = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None
+            else:
+                extra = None
+            rows.append(
+                (
+                    _SPEC_ROW(
+                        id=None, hash=binary.hash, configuration_id=configuration_id, size=binary.size, external=0
+                    ),
+                    _PAGE_SPEC_ROW(
+                        page_id=page_id,
+                        spec_id=binary.hash,
+                        position=position,
+                        listing_id=listing,
+                        compiler_exact=int(built.compiler_exact),
+                        standard_tarball=standard_tarball,
+                        extra=extra,
+                    ),
+                )
+            )
+        return rows
 
     def _key_order_id(self, keys):
         text = json.dumps(keys)
