@@ -580,3 +580,33 @@ def test_the_writer_gives_each_reference_to_a_numbered_row_its_parents_id_and_ke
     (resolved,) = writer._RESOLVERS[table]([row], *lookups)
     named = {position: f"id in {parent}, named at {position}" for position, parent in references}
     assert resolved == tuple(named.get(position, value) for position, value in enumerate(row))
+
+
+def _commits(db):
+    """How many times the file was committed: SQLite's file change counter (bytes 24-27 of its header)."""
+    with open(db, "rb") as file:
+        return int.from_bytes(file.read(28)[24:], "big")
+
+
+@pytest.mark.parametrize("rows_per_commit, commits", [(writer.ROWS_PER_COMMIT, 1), (1, 10)])
+def test_the_writer_commits_a_tags_batches_together(tmp_path, monkeypatch, rows_per_commit, commits):
+    """A commit writes every page its rows changed: batch after batch changes pages all over the index of hashes,
+    so the writer commits at the end of a tag (or of ROWS_PER_COMMIT rows), not after each batch."""
+    monkeypatch.setattr(writer, "ROWS_PER_COMMIT", rows_per_commit)  # the forked writer process inherits it
+    db = tmp_path / "cache.db"
+    conn = open_for_build(db)
+    create_schema(conn)
+    conn.close()
+    before = _commits(db)
+    background = writer.BackgroundWriter(db)
+    try:
+        for number in range(10):
+            row = ROWS["specs"](id=None, hash=spack_hash(number), configuration_id=1, size=None, external=0)
+            background.write(
+                [("specs", load.STATEMENTS["specs"], [tuple(row)])], [writer.Origin("a page", {"specs": 0})]
+            )
+        background.finish()
+    finally:
+        background.stop()
+    assert len(rows(db, "SELECT * FROM specs")) == 10
+    assert _commits(db) - before == commits
