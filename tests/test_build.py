@@ -588,25 +588,26 @@ def _commits(db):
         return int.from_bytes(file.read(28)[24:], "big")
 
 
-@pytest.mark.parametrize("rows_per_commit, commits", [(writer.ROWS_PER_COMMIT, 1), (1, 10)])
-def test_the_writer_commits_a_tags_batches_together(tmp_path, monkeypatch, rows_per_commit, commits):
+def test_the_writer_commits_batches_together(tmp_path):
     """A commit writes every page its rows changed: batch after batch changes pages all over the index of hashes,
-    so the writer commits at the end of a tag (or of ROWS_PER_COMMIT rows), not after each batch."""
-    monkeypatch.setattr(writer, "ROWS_PER_COMMIT", rows_per_commit)  # the forked writer process inherits it
+    so the writer commits once ROWS_PER_COMMIT rows are written (or a tag is counted, or the build asks), not after
+    each batch."""
     db = tmp_path / "cache.db"
     conn = open_for_build(db)
     create_schema(conn)
     conn.close()
     before = _commits(db)
+    batch_rows = writer.ROWS_PER_COMMIT // 4
     background = writer.BackgroundWriter(db)
     try:
-        for number in range(10):
-            row = ROWS["specs"](id=None, hash=spack_hash(number), configuration_id=1, size=None, external=0)
-            background.write(
-                [("specs", load.STATEMENTS["specs"], [tuple(row)])], [writer.Origin("a page", {"specs": 0})]
-            )
+        for batch in range(6):
+            specs = [
+                tuple(ROWS["specs"](id=None, hash=spack_hash((batch, n)), configuration_id=1, size=None, external=0))
+                for n in range(batch_rows)
+            ]
+            background.write([("specs", load.STATEMENTS["specs"], specs)], [writer.Origin("a page", {"specs": 0})])
         background.finish()
     finally:
         background.stop()
-    assert len(rows(db, "SELECT * FROM specs")) == 10
-    assert _commits(db) - before == commits
+    assert rows(db, "SELECT count(*) AS specs FROM specs") == [{"specs": 6 * batch_rows}]
+    assert _commits(db) - before == 2  # once four batches' rows were written, then when the build finished
