@@ -2,8 +2,8 @@
 
     python benchmarks/run.py --size small|full|history [--name NAME] [--shape usual|spread ...] [--no-indexes]
                              [--corpus PATH] [--corpus-spread PATH] [--extra-tag PATH] [--extra-tag-spread PATH]
-                             [--index-listing PATH] [--big-tag PATH] [--runs N] [--requests N] [--work DIR]
-                             [--results DIR]
+                             [--index-listing PATH] [--big-tag PATH] [--runs N] [--index-runs N] [--incremental-runs N]
+                             [--requests N] [--work DIR] [--results DIR]
     python benchmarks/run.py --render RESULTS_JSON [--results DIR]
 
 In one run, side by side (benchmarks/README.md explains each measure):
@@ -410,7 +410,7 @@ def measure_indexes(code, inputs, folder, args, page_binaries):
     folder.mkdir(parents=True, exist_ok=True)
     db, listing = folder / "cache.db", inputs["listing"]
     full = measure_full_builds(
-        code, listing, db, lambda lower_db: index_lower_bound_command(code, listing, lower_db), args.runs
+        code, listing, db, lambda lower_db: index_lower_bound_command(code, listing, lower_db), args.index_runs
     )
     results = {"full_build": full, "database": database_facts(db), "edges": edge_storage(db)}
     results["binaries"] = results["database"]["counts"]["binaries"]
@@ -418,7 +418,7 @@ def measure_indexes(code, inputs, folder, args, page_binaries):
     results["unchanged_rebuild"] = measure_unchanged_rebuilds(
         code, [listing], db, args.incremental_runs, full["builder"]["wall_s"]
     )
-    results["big_tag"] = measure_big_tag(code, inputs["big-tag"], folder, args.runs)
+    results["big_tag"] = measure_big_tag(code, inputs["big-tag"], folder, args.index_runs)
     results["serving"] = measure_serving(db, code, folder, args.requests, with_dependencies=True)
     return results
 
@@ -707,6 +707,7 @@ def run_benchmark(args, work):
         "name": args.name,
         "size": args.size,
         "runs": args.runs,
+        "index_runs": args.index_runs,
         "incremental_runs": args.incremental_runs,
         "requests": args.requests,
     }
@@ -766,6 +767,12 @@ def parse_args(argv):
     add("--big-tag", type=Path, help=f"folder holding the {LISTING} of one busy tag")
     add("--runs", type=int, default=3, help="runs of each full build (default 3)")
     add(
+        "--index-runs",
+        type=int,
+        help="runs of each full build from indexes and of the busy tag, whose lower bound alone takes minutes at"
+        " history size (default: --runs)",
+    )
+    add(
         "--incremental-runs",
         type=int,
         help="runs of each build onto a database (unchanged, adding and removing a tag), seconds each but more at"
@@ -776,9 +783,10 @@ def parse_args(argv):
     add("--results", type=Path, default=BENCHMARKS / "results", help="folder for <name>.md and <name>.json")
     add("--render", type=Path, metavar="RESULTS_JSON", help="measure nothing: report a run's saved results again")
     args = parser.parse_args(argv)
+    args.index_runs = args.index_runs or args.runs
     args.incremental_runs = args.incremental_runs or args.runs
-    if min(args.runs, args.incremental_runs, args.requests) < 1:
-        parser.error("--runs, --incremental-runs and --requests must be at least 1")
+    if min(args.runs, args.index_runs, args.incremental_runs, args.requests) < 1:
+        parser.error("--runs, --index-runs, --incremental-runs and --requests must be at least 1")
     args.shape = sorted(set(args.shape or SHAPES), key=SHAPES.index)
     args.name = args.name or args.size
     return args

@@ -560,8 +560,8 @@ def check_dependency_questions(serving, db):
 def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp_path):
     results, work = tmp_path / "results", tmp_path / "work"
     command = [
-        sys.executable, str(ROOT / "benchmarks" / "run.py"), "--size", "small", "--runs", "1", "--requests", "1",
-        "--work", str(work), "--results", str(results), "--name", "smoke",
+        sys.executable, str(ROOT / "benchmarks" / "run.py"), "--size", "small", "--runs", "1", "--index-runs", "2",
+        "--requests", "1", "--work", str(work), "--results", str(results), "--name", "smoke",
     ]  # fmt: skip
     finished = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
@@ -609,6 +609,12 @@ def test_small_benchmark_reports_every_target_on_both_shapes_and_the_indexes(tmp
 
     indexes = data["indexes"]
     assert "write_floor" not in indexes["full_build"]
+    assert [len(data["pages"][shape]["full_build"]["builder"]["runs"]) for shape in data["pages"]] == [1, 1]
+    assert len(indexes["full_build"]["builder"]["runs"]) == len(indexes["big_tag"]["runs"]) == 2
+    assert "Medians of 1 full builds from pages and 2 from indexes each" in section(report, "## Targets")
+    assert "2 runs each, builder and lower bound" in section(
+        report, "### Full build", after="## History built from its indexes"
+    )
     db = work / "indexes" / "cache.db"
     assert indexes["binaries"] == indexes["page_binaries"] == data["pages"]["usual"]["database"]["counts"]["binaries"]
     assert indexes["big_tag"]["peak_rss_mib"] > 0 and indexes["unchanged_rebuild"]["wrote_nothing"]
