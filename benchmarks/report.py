@@ -298,9 +298,21 @@ def render_full_build(builds, runs, lower_bound, cores):
         *table(RUN_HEADER, [run_row("builder", full["builder"]), run_row("lower bound", full["lower_bound"])]),
         "",
         f"Builder / lower bound: **{full['ratio_wall']:.2f}x** wall, {full['ratio_cpu']:.2f}x CPU. "
+        + run_ratios_sentence(full)
         + cpu_bound_sentence(full, cores),
         *render_write_floor(full),
     ]
+
+
+def run_ratios_sentence(full):
+    """Each build's ratio to the lower bound run right after it, where there are several: on a machine whose speed
+    drifts, how far apart the runs were (the target is judged on the medians above)."""
+    built, bound = full["builder"]["runs"], full["lower_bound"]["runs"]
+    if len(built) < 2:
+        return ""
+    ratios = [build["wall_s"] / lower["wall_s"] for build, lower in zip(built, bound, strict=True)]
+    each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    return f"Each build against the lower bound run after it: {each}x (median {statistics.median(ratios):.2f}x). "
 
 
 def cpu_bound_sentence(full, cores):

@@ -689,6 +689,28 @@ def benchmark_module(name):
 
 
 @pytest.mark.parametrize(
+    ("built_s", "bound_s", "said"),
+    [
+        ([88.8, 115.2, 103.0], [39.2, 50.5, 38.8], "2.27, 2.28, 2.65x (median 2.28x)"),
+        ([80.0, 60.0], [40.0, 40.0], "2.00, 1.50x (median 1.75x)"),
+        ([81.2], [36.0], None),
+    ],
+)
+def test_the_report_gives_each_builds_ratio_to_the_lower_bound_run_after_it(built_s, bound_s, said):
+    """Medians of builder and lower bound apart (the target) can pair a slow spell of one with a quick one of the
+    other: each pair's own ratio is given beside them, in the order they ran."""
+    full = {
+        "builder": {"runs": [{"wall_s": seconds} for seconds in built_s]},
+        "lower_bound": {"runs": [{"wall_s": seconds} for seconds in bound_s]},
+    }
+    sentence = benchmark_module("report").run_ratios_sentence(full)
+    if said is None:
+        assert sentence == ""
+    else:
+        assert sentence == f"Each build against the lower bound run after it: {said}. "
+
+
+@pytest.mark.parametrize(
     ("adding", "removing", "said"),
     [
         ((2.3, 3.7), (2.0, 3.3), ["For adding and removing, this floor is what keeps the ratio over the 1.5x target."]),
