@@ -275,7 +275,9 @@ def template_sql(template, expressions):
     return " || ".join(parts)
 
 
-HASH = re.compile(r"[a-z2-7]{32}")  # Spack's DAG hash: 32 characters of its base32 alphabet (use fullmatch)
+# Spack's DAG hash: HASH_LENGTH characters of its base32 alphabet (use fullmatch)
+HASH_LENGTH = 32
+HASH = re.compile(rf"[a-z2-7]{{{HASH_LENGTH}}}")
 
 
 def derived_meta(specs):

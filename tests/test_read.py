@@ -288,6 +288,8 @@ def test_specs_the_build_has_seen_are_not_checked_one_by_one_again(monkeypatch):
         (lambda specs: specs[1].update(hash=specs[1]["hash"].upper()), "spec_details[1].hash", "expected 32"),
         (lambda specs: specs[1].update(hash=specs[0]["hash"]), "spec_details[1].hash", "expected each hash once"),
         (lambda specs: specs[2].update(hash=7), "spec_details[2].hash", "expected non-empty text"),
+        # two hashes in one, a space between: the page's hashes, joined, still look like one per spec
+        (lambda specs: specs[1].update(hash=specs[1]["hash"] + " " + "a" * 32), "spec_details[1].hash", "expected 32"),
         (lambda specs: specs[1].pop("os"), "spec_details[1].os", "expected this field"),
         (lambda specs: specs.insert(1, ["not", "a", "spec"]), "spec_details[1]", "expected a JSON object"),
         (lambda specs: specs[2].update(size="12 bytes"), "spec_details[2].size", "expected '-' (unknown)"),

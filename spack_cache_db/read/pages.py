@@ -15,6 +15,7 @@ import yaml
 
 from spack_cache_db.normalise import (
     HASH,
+    HASH_LENGTH,
     NAME,
     PLAIN_TEXT,
     derived_meta,
@@ -614,7 +615,8 @@ def _page_document(page, configurations):
     )
 
 
-# A page's hashes, one space between each two: checked with one match.
+# A page's hashes, one space between each two: checked with one match, and by the length of the whole, without
+# which one hash holding a space between two hashes' worth of characters would pass as two.
 _HASHES = re.compile(rf"{HASH.pattern}(?: {HASH.pattern})*")
 
 
@@ -640,7 +642,12 @@ def _known_binaries(specs, configurations):
             else:
                 append(Binary(entry["hash"], built, sorted_stacks, None, extra))
         hashes = [binary.hash for binary in binaries]
-        if _HASHES.fullmatch(" ".join(hashes)) and len(set(hashes)) == len(hashes):
+        joined = " ".join(hashes)
+        if (
+            len(joined) == (HASH_LENGTH + 1) * len(hashes) - 1
+            and _HASHES.fullmatch(joined)
+            and len(set(hashes)) == len(hashes)
+        ):
             return binaries
     except (KeyError, TypeError, SpecError):  # a spec that is not a JSON object, or that lacks a field
         pass
