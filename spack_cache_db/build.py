@@ -483,7 +483,10 @@ def _watch_deletions(conn, summary):
 def _leave_out_conflicts(conn, conflicts, index_sources, summary):
     """With --keep-going, an input that gives a hash other facts than where it first appeared is left out
     (the writer found them as it wrote): a page now, a tag's indexes when the build finishes."""
-    for error in {error.path: error for error in reversed(conflicts)}.values():  # the first of each input
+    first_of_each_input = {}
+    for error in conflicts:
+        first_of_each_input.setdefault(error.path, error)
+    for error in first_of_each_input.values():  # in the order the inputs were read
         index_tag = index_sources.get(error.path)
         if index_tag is None:
             summary.pages_read -= 1

@@ -256,6 +256,35 @@ def test_a_conflict_with_a_page_already_written_names_that_page(tmp_path, monkey
     )
 
 
+def test_conflicts_in_one_batch_are_named_in_the_order_the_pages_list_them(tmp_path):
+    """The writer inserts a batch's specs in hash order (writer._in_identity_order); what it says of them is
+    still in the order the build read them: bolt's page comes first, though its hash sorts after cli11's."""
+    assert spack_hash(1) > spack_hash(2)
+    for package, seed in (("bolt", 1), ("cli11", 2)):
+        write_page(tmp_path, package, "develop", [spec(seed)])
+    later = [
+        write_page(tmp_path, package, "v0.23.1", [spec(seed, target="zen3")])
+        for package, seed in (("bolt", 1), ("cli11", 2))
+    ]
+    with pytest.raises(InputError) as raised:
+        build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    assert raised.value.path == str(later[0])
+    build([str(tmp_path / "_cache")], tmp_path / "kept.db", keep_going=True)
+    problems = rows(tmp_path / "kept.db", "SELECT path, field FROM problems ORDER BY rowid")
+    assert problems == [{"path": str(page), "field": "spec_details[0].hash"} for page in later]
+
+
+def test_a_batchs_specs_are_numbered_in_hash_order(tmp_path):
+    """Rows go into the hash index in its order, a leaf after the other (writer._in_identity_order): in the
+    order pages list them, each went to a leaf anywhere in it."""
+    packages = ("bolt", "cli11", "hdf5", "mpich")
+    for number, package in enumerate(packages):
+        write_page(tmp_path, package, "develop", [spec(seed) for seed in range(10 * number, 10 * number + 10)])
+    build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    numbered = [row["hash"] for row in rows(tmp_path / "cache.db", "SELECT hash FROM specs ORDER BY id")]
+    assert numbered == sorted(spack_hash(seed) for seed in range(10 * len(packages)))
+
+
 def test_pages_written_in_many_batches_build_what_one_batch_builds(tmp_path, monkeypatch):
     for number, package in enumerate(("bolt", "cli11", "hdf5", "mpich")):
         write_page(tmp_path, package, "develop", [spec(2 * number), spec(2 * number + 1, target="zen3")])

@@ -209,12 +209,13 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first):
             written = {"listings": listing_ids}
             for table, statement, rows in batches:
                 numbered = table in NUMBERED_BY_DATABASE
+                rows, queued_at = _in_identity_order(table, rows) if numbered else (rows, range(len(rows)))
                 last_id = _last_id(conn, table) if numbered else None
-                inserted = _insert(conn, table, statement, _with_ids(conn, table, rows, written), origins)
+                inserted = _insert(conn, table, statement, _with_ids(conn, table, rows, written), origins, queued_at)
                 if numbered:
                     ids, repeated = _written(conn, table, rows, last_id, inserted)
                     written.setdefault(table, {}).update(ids)
-                    for conflict in _conflicts(conn, table, rows, repeated, batches, origins):
+                    for conflict in _conflicts(conn, table, rows, repeated, batches, origins, queued_at):
                         pipe.send(("conflict", *conflict))
             uncommitted += sum(len(rows) for _, _, rows in batches)
             if uncommitted >= ROWS_PER_COMMIT:
@@ -246,20 +247,52 @@ class RefusedRow(Exception):
     """A row the database refuses: (input, field, expected)."""
 
 
-def _insert(conn, table, statement, rows, origins):
-    """Insert rows; returns how many were (ON CONFLICT DO NOTHING leaves some out)."""
-    written = conn.total_changes
+def _in_identity_order(table, rows):
+    """rows sorted by their identity, and where the build queued each (the position in its batch that origins
+    name). The identity's unique index takes rows in its order a leaf after the other, where rows in the
+    order pages list them land all over it: inserting 5 million hashes in batches of 20,000 took 33.5 s of
+    CPU sorted against 43.6 s. The sort is stable: of rows with one identity, the first queued is written,
+    and the others are left out as repeats of it. Rows whose identity cannot be ordered (a value missing,
+    which the insert refuses) keep their order."""
+    identity_of = IDENTITY_OF[table]
+    try:
+        queued_at = sorted(range(len(rows)), key=lambda position: identity_of(rows[position]))
+    except TypeError:
+        return rows, range(len(rows))
+    return [rows[position] for position in queued_at], queued_at
+
+
+_REFUSED = (sqlite3.Error, ValueError, TypeError, OverflowError)  # a value refused (not the disk's failing)
+
+
+def _insert(conn, table, statement, rows, origins, queued_at):
+    """Insert rows; returns how many were (ON CONFLICT DO NOTHING leaves some out). queued_at: where the build
+    queued each row (_in_identity_order)."""
     try:
         return conn.executemany(statement, rows).rowcount
     except sqlite3.OperationalError:
         raise
-    except (sqlite3.Error, ValueError, TypeError, OverflowError) as error:
-        # Values are checked before they are queued; should one still be refused, say which input gave it.
-        position = conn.total_changes - written  # the rows before it were inserted
-        source = _origin(origins, table, position).source
-        column = _refused_column(table, rows[position]) if position < len(rows) else None
-        field = f"{table}.{column}" if column else table
-        raise RefusedRow(source, field, f"expected a value the database can store ({error})") from error
+    except _REFUSED as error:
+        raise _refused(conn, table, statement, rows, origins, queued_at) or RefusedRow(
+            "an input", table, f"expected a value the database can store ({error})"
+        ) from error
+
+
+def _refused(conn, table, statement, rows, origins, queued_at):
+    """RefusedRow for the first row, in the order the build queued them, that the database refuses: values are
+    checked before they are queued; should one still be refused, say which input gave it. The build stops,
+    and the file with it: the rows this inserts again do not matter."""
+    for position in sorted(range(len(rows)), key=queued_at.__getitem__):
+        try:
+            conn.execute(statement, rows[position])
+        except _REFUSED as error:
+            column = _refused_column(table, rows[position])
+            return RefusedRow(
+                _origin(origins, table, queued_at[position]).source,
+                f"{table}.{column}" if column else table,
+                f"expected a value the database can store ({error})",
+            )
+    return None
 
 
 def _origin(origins, table, position):
@@ -343,13 +376,15 @@ def _ids_of(conn, table, keys, written):
     return written
 
 
-def _conflicts(conn, table, rows, positions, batches, origins):
+def _conflicts(conn, table, rows, positions, batches, origins, queued_at):
     """(input, field, expected) for each of these rows (at positions), just left out, whose identity the table
-    already held with other facts (written earlier, or earlier in this batch): the first facts stay."""
+    already held with other facts (written earlier, or earlier in this batch): the first facts stay. In the
+    order the build queued them (queued_at: _in_identity_order), so that the first said is the first listed."""
     columns = COLUMNS[table]
     facts = [column for column in columns if column not in ("id", *IDENTITY[table])]
     if not (positions and facts):  # a row that is only its identity (a listing) has no facts to differ
         return
+    positions = sorted(positions, key=queued_at.__getitem__)
     (key,) = IDENTITY[table]
     differs = " OR ".join(f"{table}.{column} IS NOT batch.value ->> {columns.index(column)}" for column in facts)
     found = conn.execute(
@@ -360,8 +395,8 @@ def _conflicts(conn, table, rows, positions, batches, origins):
     for candidate, stored_id, *stored in found:
         position = positions[candidate]
         row = dict(zip(columns, rows[position], strict=True))
-        origin = _origin(origins, table, position)
-        first = _first_source(conn, rows[:position], row, key, origins, table, stored_id)
+        origin = _origin(origins, table, queued_at[position])
+        first = _first_source(conn, rows[:position], row, key, origins, table, stored_id, queued_at)
         field = origin.binary_field.format(
             hash=row[key], position=_position_in_input(batches, origins, origin, row[key])
         )
@@ -373,11 +408,11 @@ def _conflicts(conn, table, rows, positions, batches, origins):
         )
 
 
-def _first_source(conn, earlier_rows, row, key, origins, table, stored_id):
+def _first_source(conn, earlier_rows, row, key, origins, table, stored_id, queued_at):
     """The input that first gave the stored row: earlier in this batch, or the first page that lists it."""
     position = next((n for n, other in enumerate(earlier_rows) if other[COLUMNS[table].index(key)] == row[key]), None)
     if position is not None:
-        return _origin(origins, table, position).source
+        return _origin(origins, table, queued_at[position]).source
     found = conn.execute(
         "SELECT pages.path FROM page_specs JOIN pages ON pages.id = page_specs.page_id"
         " WHERE page_specs.spec_id = ? ORDER BY pages.id LIMIT 1",
