@@ -250,8 +250,8 @@ class RefusedRow(Exception):
 def _in_identity_order(table, rows):
     """rows sorted by their identity, and where the build queued each (the position in its batch that origins
     name). The identity's unique index takes rows in its order a leaf after the other, where rows in the
-    order pages list them land all over it: inserting 5 million hashes in batches of 20,000 took 33.5 s of
-    CPU sorted against 43.6 s. The sort is stable: of rows with one identity, the first queued is written,
+    order pages list them land all over it (3 million hashes in batches of 20,000: 12-13 s of CPU sorted,
+    17-19 s not; benchmarks/README.md). The sort is stable: of rows with one identity, the first queued is written,
     and the others are left out as repeats of it. Rows whose identity cannot be ordered (a value missing,
     which the insert refuses) keep their order."""
     identity_of = IDENTITY_OF[table]
