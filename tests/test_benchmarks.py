@@ -10,6 +10,7 @@ are too noisy for that.
 """
 
 import collections
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -32,6 +33,7 @@ import pytest
 import yaml
 from datasette.utils import escape_fts
 from dump import check_full_text
+from pagemaker import spack_hash
 from paths import SITE
 
 from spack_cache_db.build import build
@@ -965,3 +967,29 @@ def test_rendering_what_is_no_saved_run_says_so_in_one_line(tmp_path, saved):
     assert finished.returncode == 1
     assert finished.stderr.startswith(f"{tmp_path / saved}: expected a run's results JSON")
     assert finished.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_the_insert_order_benchmark_writes_the_same_rows_in_either_order(tmp_path):
+    """insert_order.py compares two orders of one batch's specs: both must give each page the same specs, the
+    one numbered as the writer numbers them."""
+    insert_order = benchmark_module("insert_order")
+    hashes = [spack_hash(n) for n in range(250)]
+    facts = {}
+    for ordered in (False, True):
+        path = tmp_path / f"{ordered}.db"
+        seconds = insert_order.write_batches(path, hashes, 100, ordered)
+        assert set(seconds) == {"specs", "page_specs"}
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            numbered = [h for (h,) in conn.execute("SELECT hash FROM specs ORDER BY id")]
+            facts[ordered] = conn.execute(
+                "SELECT page_id, position, hash FROM page_specs JOIN specs ON specs.id = spec_id ORDER BY 1, 2"
+            ).fetchall()
+        batches = [hashes[start : start + 100] for start in range(0, len(hashes), 100)]
+        assert numbered == [h for batch in batches for h in (sorted(batch) if ordered else batch)]
+    assert facts[True] == facts[False] and [h for _, _, h in facts[False]] == hashes
+    printed = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "insert_order.py"), "--hashes", "300", "--batch", "100",
+         "--runs", "1", "--work", str(tmp_path)],
+        check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout  # fmt: skip
+    assert set(json.loads(printed)["cpu seconds"]) == {"listed", "hash order"}

@@ -256,6 +256,21 @@ def test_a_conflict_with_a_page_already_written_names_that_page(tmp_path, monkey
     )
 
 
+def test_a_row_refused_after_rows_written_is_named_with_sqlites_own_reason(tmp_path, monkeypatch):
+    """The writer tries a refused batch's rows again one by one to name the first refused: only those the
+    failed insert did not write, or its first row, written, would be refused as a repeat of itself."""
+    page = write_page(tmp_path, "bolt", "develop", [spec(1), spec(2, target="zen3")])
+    columns = "page_id, spec_id, position, listing_id, compiler_exact, standard_tarball, extra"
+    monkeypatch.setitem(
+        load.STATEMENTS, "page_specs", f"INSERT INTO page_specs ({columns}) VALUES (?, ?, nullif(?, 1), ?, ?, ?, ?)"
+    )
+    with pytest.raises(InputError) as raised:
+        build([str(tmp_path / "_cache")], tmp_path / "cache.db")
+    assert str(raised.value) == (
+        f"{page}: page_specs: expected a value the database can store (NOT NULL constraint failed: page_specs.position)"
+    )
+
+
 def test_conflicts_in_one_batch_are_named_in_the_order_the_pages_list_them(tmp_path):
     """The writer inserts a batch's specs in hash order (writer._in_identity_order); what it says of them is
     still in the order the build read them: bolt's page comes first, though its hash sorts after cli11's."""
