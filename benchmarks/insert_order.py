@@ -1,5 +1,6 @@
-"""Why the writer inserts a batch's specs in hash order: random hashes written into the schema's own `specs` and
-`page_specs`, batch after batch, as listed and as writer._in_identity_order orders them, side by side.
+"""Why the writer inserts a batch's specs in hash order: random hashes written into the schema's own `specs`,
+`page_specs` and `spec_dependencies` (the rows that name specs by id), batch after batch, as listed and as
+writer._in_identity_order orders them, side by side.
 
     python benchmarks/insert_order.py [--hashes 3000000] [--batch 20000] [--runs 2] [--work DIR]
 
@@ -11,6 +12,7 @@ median of the runs, as JSON. Run with the code under test first on PYTHONPATH.
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -22,11 +24,18 @@ from spack_cache_db.db.connection import open_for_build
 from spack_cache_db.db.schema import COLUMNS, create_schema
 
 SPECS_PER_PAGE = 60
+EDGES_PER_SPEC = 5  # about what an index has per record
 ORDERS = ("listed", "hash order")
 
 
 def row(table, **values):
     return tuple(values.get(column) for column in COLUMNS[table])
+
+
+def dependencies(listed_at):
+    """The ids of a spec's dependencies: specs numbered before it, about where it is."""
+    chosen = random.Random(listed_at)
+    return sorted({chosen.randint(1, listed_at + 1) for _ in range(EDGES_PER_SPEC)})
 
 
 def write_batches(path, hashes, batch, ordered):
@@ -35,7 +44,7 @@ def write_batches(path, hashes, batch, ordered):
     conn = open_for_build(path)
     create_schema(conn)
     conn.execute("PRAGMA foreign_keys = OFF")
-    seconds = {"specs": 0.0, "page_specs": 0.0}
+    seconds = {"specs": 0.0, "page_specs": 0.0, "spec_dependencies": 0.0}
     hash_at = COLUMNS["specs"].index("hash")
     uncommitted = 0
     conn.execute("BEGIN")
@@ -54,7 +63,15 @@ def write_batches(path, hashes, batch, ordered):
         started = time.process_time()
         conn.executemany(load.STATEMENTS["page_specs"], page_specs)
         seconds["page_specs"] += time.process_time() - started
-        uncommitted += len(specs) + len(page_specs)
+        edges = [
+            row("spec_dependencies", spec_id=ids[spec[hash_at]], dependency_id=dependency, kind_id=1)
+            for listed_at, spec in enumerate(listed, start)
+            for dependency in dependencies(listed_at)
+        ]  # as an index lists them: spec after spec
+        started = time.process_time()
+        conn.executemany(load.STATEMENTS["spec_dependencies"], edges)
+        seconds["spec_dependencies"] += time.process_time() - started
+        uncommitted += len(specs) + len(page_specs) + len(edges)
         if uncommitted >= writer.ROWS_PER_COMMIT:  # as the writer commits
             conn.execute("COMMIT")
             conn.execute("BEGIN")

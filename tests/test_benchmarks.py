@@ -970,20 +970,24 @@ def test_rendering_what_is_no_saved_run_says_so_in_one_line(tmp_path, saved):
 
 
 def test_the_insert_order_benchmark_writes_the_same_rows_in_either_order(tmp_path):
-    """insert_order.py compares two orders of one batch's specs: both must give each page the same specs, the
-    one numbered as the writer numbers them."""
+    """insert_order.py compares two orders of one batch's specs: both must give each page and each spec the same
+    rows, the one numbered as the writer numbers them."""
     insert_order = benchmark_module("insert_order")
     hashes = [spack_hash(n) for n in range(250)]
     facts = {}
     for ordered in (False, True):
         path = tmp_path / f"{ordered}.db"
         seconds = insert_order.write_batches(path, hashes, 100, ordered)
-        assert set(seconds) == {"specs", "page_specs"}
+        assert set(seconds) == {"specs", "page_specs", "spec_dependencies"}
         with contextlib.closing(sqlite3.connect(path)) as conn:
             numbered = [h for (h,) in conn.execute("SELECT hash FROM specs ORDER BY id")]
             facts[ordered] = conn.execute(
                 "SELECT page_id, position, hash FROM page_specs JOIN specs ON specs.id = spec_id ORDER BY 1, 2"
             ).fetchall()
+            edges = conn.execute(
+                "SELECT hash, dependency_id FROM spec_dependencies JOIN specs ON specs.id = spec_id ORDER BY 1, 2"
+            ).fetchall()
+            assert edges == sorted((h, d) for n, h in enumerate(hashes) for d in insert_order.dependencies(n))
         batches = [hashes[start : start + 100] for start in range(0, len(hashes), 100)]
         assert numbered == [h for batch in batches for h in (sorted(batch) if ordered else batch)]
     assert facts[True] == facts[False] and [h for _, _, h in facts[False]] == hashes
