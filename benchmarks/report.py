@@ -412,7 +412,23 @@ def size_floor_sentence(database):
         said.append(f"{'with the ' if said else ''}{kind} {total:.0f} ({'within' if within else 'over'})")
         over = over or (None if within else kind)
     verdict = f"the {over} take it over the {MAX_BYTES_PER_BINARY}-byte target" if over else "within the target"
-    return f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: {verdict}."
+    return f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: {verdict}.{_without_search(database)}"
+
+
+def _without_search(database):
+    """When the full-text indexes take the size over: whether the rows and their other indexes alone are within,
+    so whether leaving search out could meet the target (the floor, when they are not)."""
+    kinds = database["by_kind"]
+    binaries = max(database["counts"]["binaries"], 1)
+    if (kinds["rows"] + kinds["full-text indexes"]) / binaries <= MAX_BYTES_PER_BINARY:
+        return ""
+    alone = (kinds["rows"] + kinds["indexes"]) / binaries
+    if alone <= MAX_BYTES_PER_BINARY:
+        return f" Without them, the rows and their other indexes take {alone:.0f} bytes, within."
+    return (
+        f" Without them, the rows and their other indexes alone take {alone:.0f} bytes, still over: leaving search"
+        " out would not meet the target either (the floor of this schema's rows and the indexes its questions use)."
+    )
 
 
 def render_database(database, heading="### Database size", size_target=True):
