@@ -402,8 +402,9 @@ def size_text(database):
 
 
 def size_floor_sentence(database):
-    """Bytes per binary added up kind by kind (the rows alone, then each kind of index in turn), and the first
-    kind that takes the size over the target."""
+    """Bytes per binary added up kind by kind (the rows alone, then each kind of index in turn), the first kind
+    that takes the size over the target, and what the others take without it: whether leaving that kind out
+    would meet the target, or the floor is elsewhere."""
     binaries = max(database["counts"]["binaries"], 1)
     said, total, over = [], 0, None
     for kind in KINDS:
@@ -411,23 +412,13 @@ def size_floor_sentence(database):
         within = total <= MAX_BYTES_PER_BINARY
         said.append(f"{'with the ' if said else ''}{kind} {total:.0f} ({'within' if within else 'over'})")
         over = over or (None if within else kind)
-    verdict = f"the {over} take it over the {MAX_BYTES_PER_BINARY}-byte target" if over else "within the target"
-    return f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: {verdict}.{_without_search(database)}"
-
-
-def _without_search(database):
-    """When the full-text indexes take the size over: whether the rows and their other indexes alone are within,
-    so whether leaving search out could meet the target (the floor, when they are not)."""
-    kinds = database["by_kind"]
-    binaries = max(database["counts"]["binaries"], 1)
-    if (kinds["rows"] + kinds["full-text indexes"]) / binaries <= MAX_BYTES_PER_BINARY:
-        return ""
-    alone = (kinds["rows"] + kinds["indexes"]) / binaries
-    if alone <= MAX_BYTES_PER_BINARY:
-        return f" Without them, the rows and their other indexes take {alone:.0f} bytes, within."
+    if not over:
+        return f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: within the target."
+    others = sum(database["by_kind"][kind] for kind in KINDS if kind != over) / binaries
+    without = "within" if others <= MAX_BYTES_PER_BINARY else "still over"
     return (
-        f" Without them, the rows and their other indexes alone take {alone:.0f} bytes, still over: leaving search"
-        " out would not meet the target either (the floor of this schema's rows and the indexes its questions use)."
+        f"Bytes per binary added up by kind of object (dbstat): {', '.join(said)}: the {over} take it over the "
+        f"{MAX_BYTES_PER_BINARY}-byte target. Without them, the rest take {others:.0f} bytes, {without}."
     )
 
 
