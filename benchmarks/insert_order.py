@@ -33,14 +33,15 @@ def row(table, **values):
 
 
 def dependencies(listed_at):
-    """The ids of a spec's dependencies: specs numbered before it, about where it is."""
+    """The ids of the spec listed at listed_at (from 0)'s dependencies: up to EDGES_PER_SPEC of the ids 1 to
+    listed_at + 1, the same whichever order its batch is written in."""
     chosen = random.Random(listed_at)
     return sorted({chosen.randint(1, listed_at + 1) for _ in range(EDGES_PER_SPEC)})
 
 
 def write_batches(path, hashes, batch, ordered):
-    """CPU seconds of the specs and of the page_specs inserts, numbering and committing as the writer does: each
-    batch's specs take the ids after the last, in the order they are inserted."""
+    """CPU seconds of the specs, page_specs and spec_dependencies inserts, numbering and committing as the writer
+    does: each batch's specs take the ids after the last, in the order they are inserted."""
     conn = open_for_build(path)
     create_schema(conn)
     conn.execute("PRAGMA foreign_keys = OFF")
