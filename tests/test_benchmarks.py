@@ -37,7 +37,7 @@ from pagemaker import spack_hash
 from paths import SITE
 
 from spack_cache_db.build import build
-from spack_cache_db.db.schema import LOAD_ORDER
+from spack_cache_db.db.schema import LOAD_ORDER, RECOUNT_TAGS
 from spack_cache_db.read.pages import find_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1019,3 +1019,28 @@ def test_the_size_floor_says_whether_leaving_out_what_takes_it_over_would_meet_t
     sentence = report.size_floor_sentence(database)
     assert sentence.startswith(f"Bytes per binary added up by kind of object (dbstat): rows {rows} ")
     assert sentence.endswith(f": {said}")
+
+
+def test_the_recount_benchmark_times_each_statement_of_a_recount_and_leaves_the_database_as_it_was(tmp_path):
+    database = tmp_path / "cache.db"
+    subprocess.run([sys.executable, str(ROOT / "build_db.py"), "-o", str(database), "--quiet"], check=True, timeout=120)
+    before = database.read_bytes()
+    printed = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "recount.py"), str(database), "--tags", "2"],
+        check=True, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout  # fmt: skip
+    measured = json.loads(printed)
+    timed = {entry["statement"] for entry in measured["statements"]}
+    assert measured["tags"] == 2 and measured["seconds a tag"] > 0
+    assert {" ".join(statement.split())[:100] for statement in RECOUNT_TAGS} <= timed
+    assert abs(sum(entry["share"] for entry in measured["statements"]) - 1) < 0.01
+    assert database.read_bytes() == before
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("DELETE FROM tags")
+        conn.commit()
+    emptied = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "recount.py"), str(database)],
+        check=False, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert emptied.returncode == 1
+    assert emptied.stderr == f"{database}: expected a database with tags (its tags table is empty)\n"
