@@ -37,7 +37,7 @@ from pagemaker import spack_hash
 from paths import SITE
 
 from spack_cache_db.build import build
-from spack_cache_db.db.schema import LOAD_ORDER, RECOUNT_TAGS
+from spack_cache_db.db.schema import LOAD_ORDER, RECOUNT_TAGS, create_schema
 from spack_cache_db.read.pages import find_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1044,3 +1044,39 @@ def test_the_recount_benchmark_times_each_statement_of_a_recount_and_leaves_the_
     )  # fmt: skip
     assert emptied.returncode == 1
     assert emptied.stderr == f"{database}: expected a database with tags (its tags table is empty)\n"
+
+
+def test_the_after_load_benchmark_makes_the_indexes_again_both_ways_in_a_copy_and_leaves_the_database_as_it_was(
+    tmp_path,
+):
+    database = tmp_path / "cache.db"
+    subprocess.run([sys.executable, str(ROOT / "build_db.py"), "-o", str(database), "--quiet"], check=True, timeout=120)
+    before = database.read_bytes()
+    with contextlib.closing(sqlite3.connect(":memory:")) as empty:
+        create_schema(empty)
+        declared = {name for (name,) in empty.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        built = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+    run = functools.partial(
+        subprocess.run, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    printed = run(
+        [sys.executable, str(ROOT / "benchmarks" / "after_load.py"), str(database), "--runs", "2"], check=True
+    )
+    measured = json.loads(printed.stdout)
+    assert measured["indexes"] == sorted(built - declared) != []
+    for way in ("one thread", "every core"):
+        runs = measured[way]["runs"]
+        assert len(runs) == 2 and all(seconds >= 0 for seconds in runs)
+        assert abs(measured[way]["median"] - statistics.median(runs)) <= 0.01  # of the seconds before rounding
+    assert database.read_bytes() == before
+    assert sorted(tmp_path.iterdir()) == [database]  # the copy is gone
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        conn.execute("DROP INDEX specs_by_configuration")
+    refused = run([sys.executable, str(ROOT / "benchmarks" / "after_load.py"), str(database)], check=False)
+    assert refused.returncode == 1
+    assert (
+        refused.stderr
+        == f"{database}: expected a database built by build_db.py (it lacks index specs_by_configuration)\n"
+    )
+    assert sorted(tmp_path.iterdir()) == [database]

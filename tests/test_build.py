@@ -13,7 +13,7 @@ from spec_strings import spec_string
 
 from spack_cache_db import normalise
 from spack_cache_db.build import BuildError, build, counts
-from spack_cache_db.db import load, schema, writer
+from spack_cache_db.db import load, maintenance, schema, writer
 from spack_cache_db.db.connection import open_for_build
 from spack_cache_db.db.load import Loader
 from spack_cache_db.db.schema import ROWS, SCHEMA_VERSION, VIEW_COUNTS, VIEW_ROWS_OF, create_schema
@@ -67,6 +67,32 @@ def hdf5_site(tmp_path):
         ],
     )
     return site
+
+
+def test_what_the_build_sorts_after_the_writer_has_finished_sorts_on_every_core(hdf5_site, tmp_path, monkeypatch):
+    """The writer process's core is idle once it has finished: the indexes made after the load (a full build)
+    and the counts (every build) may sort in SQLite's helper threads on it, as many as the cores but one."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as probe:
+        if probe.execute("PRAGMA threads = 3").fetchone()[0] != 3:
+            pytest.skip("this SQLite sorts in one thread only")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 2, 5, 7}, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    seen = []
+
+    def noting_threads(step):
+        def noted(conn, *args, **kwargs):
+            seen.append((step.__name__, conn.execute("PRAGMA threads").fetchone()[0]))
+            return step(conn, *args, **kwargs)
+
+        return noted
+
+    monkeypatch.setattr(schema, "create_indexes_after_load", noting_threads(schema.create_indexes_after_load))
+    monkeypatch.setattr(maintenance, "refresh_counts", noting_threads(maintenance.refresh_counts))
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    write_page(hdf5_site, "hdf5", "v0.23.1", [spec(4, versions=["1.14.5"], stacks=["root"])])
+    build([str(hdf5_site)], db)
+    assert seen == [("create_indexes_after_load", 3), ("refresh_counts", 3), ("refresh_counts", 3)]
 
 
 def test_binaries_view_gives_whole_rows(hdf5_site, tmp_path):

@@ -19,3 +19,17 @@ def open_for_build(path, create=True):
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("PRAGMA cache_size = -64000")
     return conn
+
+
+def sort_on_spare_cores(conn):
+    """Let this connection's sorts (CREATE INDEX, GROUP BY) run on every core the process may use: for what the
+    build does once the writer process has finished, which would otherwise leave that process's core idle.
+    SQLite's sorter then sorts its runs in helper threads (PRAGMA threads: how many besides this one)."""
+    conn.execute(f"PRAGMA threads = {usable_cores() - 1}")
+
+
+def usable_cores():
+    """How many cores this process may run on (its CPU affinity, where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
