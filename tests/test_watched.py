@@ -63,5 +63,7 @@ def test_the_rise_of_the_test_process_is_counted_from_the_call():
     rise = own_rise_from_now()
     assert rise() < 50 * MIB
     block = resident(200)
-    assert rise() > 200 * MIB
+    # Not counted from the earlier, higher peak (that would give 0). Not quite 200 either: the process may give
+    # a few pages back while it fills the block (CI once saw 4 KiB less).
+    assert rise() > 190 * MIB
     del block
