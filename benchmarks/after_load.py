@@ -22,7 +22,7 @@ from contextlib import closing
 from pathlib import Path
 
 from spack_cache_db.db import schema
-from spack_cache_db.db.connection import open_for_build, sort_on_spare_cores, usable_cores
+from spack_cache_db.db.connection import database_uri, open_for_build, sort_on_spare_cores, usable_cores
 
 WAYS = ("one thread", "every core")
 
@@ -53,17 +53,17 @@ def make_again(conn, names, way):
     return time.perf_counter() - started
 
 
-def measure(path, runs):
+def measure(path, names, runs):
     """{way: [seconds of each run]}, the ways alternating, in a copy of the database at path."""
-    names = made_after_load()
+    with closing(sqlite3.connect(database_uri(path), uri=True)) as conn:  # before gigabytes are copied
+        missing = set(names) - {name for (name,) in conn.execute("SELECT name FROM sqlite_schema")}
+    if missing:
+        raise SystemExit(f"{path}: expected a database built by build_db.py (it lacks index {min(missing)})")
     handle, copy = tempfile.mkstemp(dir=Path(path).parent, prefix=f".{Path(path).name}.after-load-")
     os.close(handle)
     try:
         shutil.copyfile(path, copy)
         with closing(open_for_build(copy, create=False)) as conn:
-            missing = set(names) - {name for (name,) in conn.execute("SELECT name FROM sqlite_schema")}
-            if missing:
-                raise SystemExit(f"{path}: expected a database built by build_db.py (it lacks index {min(missing)})")
             seconds = {way: [] for way in WAYS}
             for _ in range(runs):
                 for way in WAYS:
@@ -78,12 +78,13 @@ def main(argv=None):
     parser.add_argument("database", type=Path)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    seconds = measure(args.database, args.runs)
+    names = made_after_load()
+    seconds = measure(args.database, names, args.runs)
     ways = {
         way: {"runs": [round(run, 2) for run in runs], "median": round(statistics.median(runs), 2)}
         for way, runs in seconds.items()
     }
-    json.dump({"cores": usable_cores(), "indexes": made_after_load(), **ways}, sys.stdout)
+    json.dump({"cores": usable_cores(), "indexes": names, **ways}, sys.stdout)
     print()
 
 
