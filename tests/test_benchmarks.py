@@ -991,11 +991,7 @@ def test_the_insert_order_benchmark_writes_the_same_rows_in_either_order(tmp_pat
         batches = [hashes[start : start + 100] for start in range(0, len(hashes), 100)]
         assert numbered == [h for batch in batches for h in (sorted(batch) if ordered else batch)]
     assert facts[True] == facts[False] and [h for _, _, h in facts[False]] == hashes
-    printed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "insert_order.py"), "--hashes", "300", "--batch", "100",
-         "--runs", "1", "--work", str(tmp_path)],
-        check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ).stdout  # fmt: skip
+    printed = run_benchmark("insert_order.py", "--hashes", 300, "--batch", 100, "--runs", 1, "--work", tmp_path).stdout
     assert set(json.loads(printed)["cpu seconds"]) == {"listed", "hash order"}
 
 
@@ -1021,15 +1017,26 @@ def test_the_size_floor_says_whether_leaving_out_what_takes_it_over_would_meet_t
     assert sentence.endswith(f": {said}")
 
 
-def test_the_recount_benchmark_times_each_statement_of_a_recount_and_leaves_the_database_as_it_was(tmp_path):
+def run_benchmark(script, *arguments, check=True):
+    """benchmarks/<script> run as its docstring says, with this checkout's code on PYTHONPATH."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *map(str, arguments)],
+        check=check, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def built_database(cache_db, tmp_path):
+    """A copy of the session's built database (conftest.cache_db), for a test to change."""
     database = tmp_path / "cache.db"
-    subprocess.run([sys.executable, str(ROOT / "build_db.py"), "-o", str(database), "--quiet"], check=True, timeout=120)
+    shutil.copyfile(cache_db, database)
+    return database
+
+
+def test_the_recount_benchmark_times_each_statement_of_a_recount_and_leaves_the_database_as_it_was(built_database):
+    database = built_database
     before = database.read_bytes()
-    printed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "recount.py"), str(database), "--tags", "2"],
-        check=True, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ).stdout  # fmt: skip
-    measured = json.loads(printed)
+    measured = json.loads(run_benchmark("recount.py", database, "--tags", 2).stdout)
     timed = {entry["statement"] for entry in measured["statements"]}
     assert measured["tags"] == 2 and measured["seconds a tag"] > 0
     assert {" ".join(statement.split())[:100] for statement in RECOUNT_TAGS} <= timed
@@ -1038,45 +1045,35 @@ def test_the_recount_benchmark_times_each_statement_of_a_recount_and_leaves_the_
     with contextlib.closing(sqlite3.connect(database)) as conn:
         conn.execute("DELETE FROM tags")
         conn.commit()
-    emptied = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "recount.py"), str(database)],
-        check=False, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    emptied = run_benchmark("recount.py", database, check=False)
     assert emptied.returncode == 1
     assert emptied.stderr == f"{database}: expected a database with tags (its tags table is empty)\n"
 
 
 def test_the_after_load_benchmark_makes_the_indexes_again_both_ways_in_a_copy_and_leaves_the_database_as_it_was(
-    tmp_path,
+    built_database,
 ):
-    database = tmp_path / "cache.db"
-    subprocess.run([sys.executable, str(ROOT / "build_db.py"), "-o", str(database), "--quiet"], check=True, timeout=120)
+    database = built_database
     before = database.read_bytes()
     with contextlib.closing(sqlite3.connect(":memory:")) as empty:
         create_schema(empty)
         declared = {name for (name,) in empty.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
     with contextlib.closing(sqlite3.connect(database)) as conn:
         built = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
-    run = functools.partial(
-        subprocess.run, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}
-    )
-    printed = run(
-        [sys.executable, str(ROOT / "benchmarks" / "after_load.py"), str(database), "--runs", "2"], check=True
-    )
-    measured = json.loads(printed.stdout)
+    measured = json.loads(run_benchmark("after_load.py", database, "--runs", 2).stdout)
     assert measured["indexes"] == sorted(built - declared) != []
     for way in ("one thread", "every core"):
         runs = measured[way]["runs"]
         assert len(runs) == 2 and all(seconds >= 0 for seconds in runs)
         assert abs(measured[way]["median"] - statistics.median(runs)) <= 0.01  # of the seconds before rounding
     assert database.read_bytes() == before
-    assert sorted(tmp_path.iterdir()) == [database]  # the copy is gone
+    assert sorted(database.parent.iterdir()) == [database]  # the copy is gone
     with contextlib.closing(sqlite3.connect(database)) as conn:
         conn.execute("DROP INDEX specs_by_configuration")
-    refused = run([sys.executable, str(ROOT / "benchmarks" / "after_load.py"), str(database)], check=False)
+    refused = run_benchmark("after_load.py", database, check=False)
     assert refused.returncode == 1
     assert (
         refused.stderr
         == f"{database}: expected a database built by build_db.py (it lacks index specs_by_configuration)\n"
     )
-    assert sorted(tmp_path.iterdir()) == [database]
+    assert sorted(database.parent.iterdir()) == [database]
