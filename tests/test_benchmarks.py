@@ -1077,3 +1077,18 @@ def test_the_after_load_benchmark_makes_the_indexes_again_both_ways_in_a_copy_an
         == f"{database}: expected a database built by build_db.py (it lacks index specs_by_configuration)\n"
     )
     assert sorted(database.parent.iterdir()) == [database]
+
+
+def test_the_pipeline_benchmark_times_both_sides_of_the_pipe_of_one_build_and_keeps_nothing(tmp_path):
+    measured = json.loads(run_benchmark("pipeline.py", SITE, "--work", tmp_path).stdout)
+    assert set(measured) == {
+        "wall seconds",
+        "reader blocked handing batches over",
+        "writer waiting for batches",
+        "reader cpu seconds, finishing included",
+        "writer cpu seconds",
+    }
+    assert measured["writer cpu seconds"] > 0 and measured["reader cpu seconds, finishing included"] > 0
+    assert 0 <= measured["writer waiting for batches"] <= measured["wall seconds"]
+    assert 0 <= measured["reader blocked handing batches over"] <= measured["wall seconds"]
+    assert list(tmp_path.iterdir()) == []
