@@ -460,8 +460,9 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
 
 def _after_load(conn, loaded, summary):
     """(the first ids of the rows written, the tags whose pages changed since the writer last counted them)."""
-    # The indexes made now, and the deletions and counts to come, sort millions of rows: 10.3 -> 8.0 s and
-    # 9.7 -> 8.9 s for INDEXES_AFTER_LOAD of the usual 100-tag history on 2 cores (benchmarks/after_load.py).
+    # The indexes made now, and the deletions and counts to come, sort millions of rows: INDEXES_AFTER_LOAD
+    # took 9.7 -> 8.9 s (usual 100-tag history), 11.2 -> 9.8 s (spread), 11.2 -> 9.0 s (30 tags from indexes)
+    # on 2 cores; smaller sorts lose a little (benchmarks/README.md, after_load.py).
     sort_on_spare_cores(conn)
     if not summary.incremental:  # before anything is deleted: deleting reads them
         schema.create_indexes_after_load(conn)
