@@ -688,7 +688,7 @@ JOIN dependency_kinds ON dependency_kinds.id = dependency_edge_counts.kind_id;
 
 
 class CountedFacet(NamedTuple):
-    """A column the binaries view is faceted by, as the build counts it: the column of binary_counts with
+    """A column the binaries view is faceted by, as the build counts it: the column of listing_counts with
     the id of a binary's value, and the table and column naming it. For an array, that id is a set's, and
     members names the table of the set's members, its set column and its member column: a binary counts
     once for each member."""
@@ -711,7 +711,7 @@ BINARY_FACETS = {
 
 
 def _value_id(facet, alias):
-    """The id of a facet's value in grouped.<alias> (binary_counts' column): a set's member for an array, and the
+    """The id of a facet's value in grouped.<alias> (listing_counts' column): a set's member for an array, and the
     join to the members it needs."""
     counted = BINARY_FACETS[facet]
     if counted.members is None:
@@ -723,15 +723,12 @@ def _value_id(facet, alias):
     )
 
 
-_SCALARS = [counted.column for counted in BINARY_FACETS.values() if counted.members is None]
-
-
 def _per_tag(facets, into):
     """INSERT INTO into (tag, then for each facet its name and value, then binaries): the recounted tags'
-    binaries per tag and values of these facets (from scalar_counts, binaries per tag and value of every facet
-    but arrays, when none of these is one). Counted by ids, an array's sets spread over their members, and only
+    binaries per tag and values of these facets (from scalar_counts, binaries per tag and cell, when none of these
+    is an array). Counted by ids, an array's sets spread over their members, and only
     then named: the sorter's rows carry no text (the spread history's stacks x stacks: 0.10 -> 0.065 s a tag)."""
-    counted = "binary_counts" if any(BINARY_FACETS[facet].members for facet in facets) else "scalar_counts"
+    counted = "listing_counts" if any(BINARY_FACETS[facet].members for facet in facets) else "scalar_counts"
     aliased = {f"f{n}": facet for n, facet in enumerate(facets)}
     ids = ", ".join(f"{BINARY_FACETS[facet].column} AS {alias}" for alias, facet in aliased.items())
     value_ids = {alias: _value_id(facet, alias) for alias, facet in aliased.items()}
@@ -752,27 +749,28 @@ def _per_tag(facets, into):
     JOIN tags ON tags.id = valued.tag_id {named}"""
 
 
-_CELL = ("os_id", "target_id", "compiler_id")  # what a cell of tag_cells and tag_stack_cells is per tag (and stack)
+# What a cell of tag_cells and tag_stack_cells is per tag (and stack): the value of every facet but the tag and
+# arrays, so that scalar_counts, the binaries per tag and cell, counts every facet but arrays.
+_CELL = tuple(c.column for facet, c in BINARY_FACETS.items() if facet != PER_TAG and c.members is None)
 
 
 def _cells_counted(per_stack):
     """The recounted tags' binaries and packages per os, target and compiler, and per_stack, per stack they are
-    in: (tag_id, [stack_id,] os_id, target_id, compiler_id, binaries, packages)."""
+    in: (tag_id, [stack_id,] os_id, target_id, compiler_id, n, packages)."""
     grouped = ", ".join(["tag_id", *(["stack_id"] if per_stack else []), *_CELL])
     rows = "listing_counts CROSS JOIN stack_set_members USING (stack_set_id)" if per_stack else "listing_counts"
-    return (
-        f"SELECT {grouped}, sum(n) AS binaries, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}"
-    )
+    return f"SELECT {grouped}, sum(n) AS n, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}"
 
 
 _COUNT_CELLS = [
-    f"""INSERT INTO tag_cells
-    SELECT tags.name, oss.name, targets.name, compilers.label, binaries, packages
-    FROM ({_cells_counted(per_stack=False)}) AS cells
+    f"CREATE TEMP TABLE scalar_counts AS {_cells_counted(per_stack=False)}",
+    """INSERT INTO tag_cells
+    SELECT tags.name, oss.name, targets.name, compilers.label, n, packages
+    FROM scalar_counts AS cells
     JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
     JOIN compilers ON compilers.id = compiler_id""",
     f"""INSERT INTO tag_stack_cells
-    SELECT tag_id, stacks.name, {", ".join(_CELL)}, binaries, packages
+    SELECT tag_id, stacks.name, {", ".join(_CELL)}, n, packages
     FROM ({_cells_counted(per_stack=True)}) AS cells JOIN stacks ON stacks.id = stack_id""",
 ]
 
@@ -799,7 +797,7 @@ def _summed_from_stack_cells(facets):
 
 def _counted(facets, into):
     """_per_tag's INSERT, or the same rows summed from tag_stack_cells where it has them: a few rows a tag per
-    stack and cell, where binary_counts spreads each stack set over its members (the spread history's
+    stack and cell, where listing_counts spreads each stack set over its members (the spread history's
     os x stacks: 0.036 -> 0.003 s a tag, the stacks alone 0.017 -> 0.002 s)."""
     if not _summed_from_stack_cells(facets):
         return _per_tag(facets, into)
@@ -863,13 +861,8 @@ RECOUNT_TAGS = [
         GROUP BY page_id, listing_id
     ) AS counted
     CROSS JOIN {_LISTING} WHERE listings.id = counted.listing_id""",
-    """CREATE TEMP TABLE binary_counts AS
-    SELECT tag_id, stack_set_id, os_id, target_id, compiler_id, sum(n) AS n
-    FROM listing_counts GROUP BY 1, 2, 3, 4, 5""",
     *_COUNT_CELLS,
     "INSERT INTO tag_version_counts SELECT version_id, tag_id, sum(n) FROM listing_counts GROUP BY 1, 2",
-    f"""CREATE TEMP TABLE scalar_counts AS
-    SELECT {", ".join(_SCALARS)}, sum(n) AS n FROM binary_counts GROUP BY {", ".join(_SCALARS)}""",
     f"""INSERT INTO binaries_facet_counts
     SELECT '{PER_TAG}', tags.name, sum(n) FROM scalar_counts JOIN tags ON tags.id = tag_id GROUP BY tag_id""",
     "CREATE TEMP TABLE tag_values (tag TEXT, facet TEXT, value TEXT, binaries INTEGER)",
