@@ -76,7 +76,7 @@ def write_floor(built, new, tables=LOAD_ORDER):
         create_indexes_after_load(conn)
         clock.lap("indexes after the load")
         conn.execute("BEGIN")
-        index_new_rows(conn, {rows: 1 for rows, _, _ in FULL_TEXT.values()})
+        index_new_rows(conn, {rows: 1 for rows, _, _ in FULL_TEXT.values()}, every_row=True)
         clock.lap("full-text indexes")
         conn.execute("COMMIT")
         with open(new, "rb") as written:

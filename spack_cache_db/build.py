@@ -633,7 +633,7 @@ def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
         )
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
-    maintenance.index_new_rows(conn, first_ids)  # a full build's rows are all new
+    maintenance.index_new_rows(conn, first_ids, every_row=full)  # a full build's rows are all new
     maintenance.gather_statistics(conn)
     _write_build_info(conn, paths, plan)
     maintenance.refresh_counts(conn, uncounted_tags, count_every_row=full)

@@ -95,6 +95,39 @@ def test_what_the_build_sorts_after_the_writer_has_finished_sorts_on_every_core(
     assert seen == [("create_indexes_after_load", 3), ("refresh_counts", 3), ("refresh_counts", 3)]
 
 
+def test_a_full_build_fills_its_full_text_indexes_unmerged_merges_them_once_and_leaves_them_merging(
+    hdf5_site, tmp_path, monkeypatch
+):
+    """FTS5 merges an index's segments as rows are added (automerge). A full build's indexes start empty: they are
+    filled with merging off and merged in one pass ('optimize'); merging is on again for the builds that add to
+    them, which add a few rows each and leave merging as it is."""
+    statements = []
+
+    def traced(*args, **kwargs):
+        conn = open_for_build(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr("spack_cache_db.build.open_for_build", traced)
+    db = tmp_path / "cache.db"
+    build([str(hdf5_site)], db)
+    for index in schema.FULL_TEXT:
+        filled = next(n for n, sql in enumerate(statements) if sql.startswith(f"INSERT INTO {index} (rowid"))
+        commands = [sql for sql in statements if sql.startswith(f"INSERT INTO {index} ({index}")]
+        assert commands == [
+            f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)",
+            f"INSERT INTO {index} ({index}) VALUES ('optimize')",
+            f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', {maintenance.FTS5_AUTOMERGE})",
+        ]
+        assert statements.index(commands[0]) < filled < statements.index(commands[1])
+        assert rows(db, f"SELECT v FROM {index}_config WHERE k = 'automerge'") == [{"v": maintenance.FTS5_AUTOMERGE}]
+    statements.clear()
+    write_page(hdf5_site, "hdf5", "v0.23.1", [spec(4, versions=["1.14.5"], stacks=["root"])])
+    build([str(hdf5_site)], db)
+    assert any(sql.startswith("INSERT INTO listings_fts (rowid") for sql in statements)
+    assert not [sql for sql in statements if "'automerge'" in sql or "'optimize'" in sql]
+
+
 def test_binaries_view_gives_whole_rows(hdf5_site, tmp_path):
     db = tmp_path / "cache.db"
     build([str(hdf5_site)], db)
