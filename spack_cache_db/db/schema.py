@@ -710,11 +710,28 @@ BINARY_FACETS = {
 }
 
 
-def _value_id(facet, alias):
-    """The id of a facet's value in grouped.<alias> (listing_counts' column): a set's member for an array, and the
-    join to the members it needs."""
+# The array that stack_counts and tag_stack_cells count per member: a binary once in each of its stacks.
+_SPREAD = "stacks"
+
+
+def _counts_of(facets):
+    """The table of the recounted tags' counts by ids to count these facets from, the smallest that has them, and
+    whether it counts an array's members rather than its sets: scalar_counts (a row per tag and cell) for no
+    array, stack_counts (per tag, stack and cell: 8,116 rows in a spread tag) for the stacks with facets of the
+    cell, and listing_counts (per listing) for the rest, stacks x stacks."""
+    arrays = [facet for facet in facets if BINARY_FACETS[facet].members]
+    if not arrays:
+        return "scalar_counts", False
+    if arrays == [_SPREAD]:
+        return "stack_counts", True
+    return "listing_counts", False
+
+
+def _value_id(facet, alias, spread):
+    """The id of a facet's value in grouped.<alias>, and the join it needs: a set's member for an array counted by
+    its sets (spread: by its members already)."""
     counted = BINARY_FACETS[facet]
-    if counted.members is None:
+    if counted.members is None or spread:
         return f"grouped.{alias}", ""
     members, of_set, member = counted.members
     return (
@@ -725,13 +742,19 @@ def _value_id(facet, alias):
 
 def _per_tag(facets, into):
     """INSERT INTO into (tag, then for each facet its name and value, then binaries): the recounted tags'
-    binaries per tag and values of these facets (from scalar_counts, binaries per tag and cell, when none of these
-    is an array). Counted by ids, an array's sets spread over their members, and only then named: the sorter's
-    rows carry no text (benchmarks/README.md has what that saved)."""
-    counted = "listing_counts" if any(BINARY_FACETS[facet].members for facet in facets) else "scalar_counts"
+    binaries per tag and values of these facets, from the smallest table of counts that has them (_counts_of).
+    Counted by ids, an array's sets spread over their members, and only then named: the sorter's rows carry no
+    text (benchmarks/README.md has what both saved)."""
+    counted, spread = _counts_of(facets)
     aliased = {f"f{n}": facet for n, facet in enumerate(facets)}
-    ids = ", ".join(f"{BINARY_FACETS[facet].column} AS {alias}" for alias, facet in aliased.items())
-    value_ids = {alias: _value_id(facet, alias) for alias, facet in aliased.items()}
+    columns = {
+        alias: BINARY_FACETS[facet].members[2]
+        if spread and BINARY_FACETS[facet].members
+        else BINARY_FACETS[facet].column
+        for alias, facet in aliased.items()
+    }
+    ids = ", ".join(f"{column} AS {alias}" for alias, column in columns.items())
+    value_ids = {alias: _value_id(facet, alias, spread) for alias, facet in aliased.items()}
     named = " ".join(
         f"JOIN {BINARY_FACETS[facet].names} AS {alias} ON {alias}.id = valued.{alias}"
         for alias, facet in aliased.items()
@@ -757,8 +780,9 @@ _CELL = tuple(c.column for facet, c in BINARY_FACETS.items() if facet != PER_TAG
 def _cells_counted(per_stack):
     """The recounted tags' binaries and packages per os, target and compiler, and per_stack, per stack they are
     in: (tag_id, [stack_id,] os_id, target_id, compiler_id, n, packages)."""
-    grouped = ", ".join(["tag_id", *(["stack_id"] if per_stack else []), *_CELL])
-    rows = "listing_counts CROSS JOIN stack_set_members USING (stack_set_id)" if per_stack else "listing_counts"
+    members, of_set, member = BINARY_FACETS[_SPREAD].members
+    grouped = ", ".join(["tag_id", *([member] if per_stack else []), *_CELL])
+    rows = f"listing_counts CROSS JOIN {members} USING ({of_set})" if per_stack else "listing_counts"
     return f"SELECT {grouped}, sum(n) AS n, count(DISTINCT package_id) AS packages FROM {rows} GROUP BY {grouped}"
 
 
@@ -769,9 +793,9 @@ _COUNT_CELLS = [
     FROM scalar_counts AS cells
     JOIN tags ON tags.id = tag_id JOIN oss ON oss.id = os_id JOIN targets ON targets.id = target_id
     JOIN compilers ON compilers.id = compiler_id""",
+    f"CREATE TEMP TABLE stack_counts AS {_cells_counted(per_stack=True)}",
     f"""INSERT INTO tag_stack_cells
-    SELECT tag_id, stacks.name, {", ".join(_CELL)}, n, packages
-    FROM ({_cells_counted(per_stack=True)}) AS cells JOIN stacks ON stacks.id = stack_id""",
+    SELECT tag_id, stacks.name, {", ".join(_CELL)}, n, packages FROM stack_counts JOIN stacks ON stacks.id = stack_id""",
 ]
 
 
@@ -786,33 +810,6 @@ _LISTING_FACET_IDS = (
 _LISTING = "listings CROSS JOIN configurations ON configurations.id = listings.configuration_id"
 
 _COUNTED_PER_TAG = [facet for facet in BINARY_FACETS if facet != PER_TAG]
-
-
-def _summed_from_stack_cells(facets):
-    """Whether tag_stack_cells gives these facets' counts by its sums: stacks (what a cell is of, by name) once,
-    and facets of a cell."""
-    arrays = [facet for facet in facets if BINARY_FACETS[facet].members]
-    return arrays == ["stacks"] and all(BINARY_FACETS[facet].column in _CELL for facet in facets if facet not in arrays)
-
-
-def _counted(facets, into):
-    """_per_tag's INSERT, or the same rows summed from tag_stack_cells where it has them: a few rows a tag per
-    stack and cell, where listing_counts spreads each stack set over its members (the spread history's
-    os x stacks: 0.036 -> 0.003 s a tag, the stacks alone 0.017 -> 0.002 s)."""
-    if not _summed_from_stack_cells(facets):
-        return _per_tag(facets, into)
-    aliased = {f"f{n}": facet for n, facet in enumerate(facets)}
-    scalars = {alias: BINARY_FACETS[facet] for alias, facet in aliased.items() if not BINARY_FACETS[facet].members}
-    values = ", ".join(
-        f"'{facet}', {alias}.{scalars[alias].name}" if alias in scalars else f"'{facet}', cells.stack"
-        for alias, facet in aliased.items()
-    )
-    named = " ".join(f"JOIN {c.names} AS {alias} ON {alias}.id = cells.{c.column}" for alias, c in scalars.items())
-    return f"""INSERT INTO {into}
-    SELECT tags.name, {values}, sum(cells.binaries)
-    FROM tag_stack_cells AS cells JOIN tags ON tags.id = cells.tag_id {named}
-    WHERE cells.tag_id IN (SELECT id FROM recount)
-    GROUP BY {", ".join(["cells.tag_id", "cells.stack", *(f"cells.{c.column}" for c in scalars.values())])}"""
 
 
 # Pairs of facets counted per tag, each once (the other order is copied): two different facets, or an array
@@ -866,13 +863,13 @@ RECOUNT_TAGS = [
     f"""INSERT INTO binaries_facet_counts
     SELECT '{PER_TAG}', tags.name, sum(n) FROM scalar_counts JOIN tags ON tags.id = tag_id GROUP BY tag_id""",
     "CREATE TEMP TABLE tag_values (tag TEXT, facet TEXT, value TEXT, binaries INTEGER)",
-    *(_counted([facet], "tag_values") for facet in _COUNTED_PER_TAG),
+    *(_per_tag([facet], "tag_values") for facet in _COUNTED_PER_TAG),
     f"INSERT INTO binaries_facet_pairs SELECT '{PER_TAG}', tag, facet, value, binaries FROM tag_values",
     f"INSERT INTO binaries_facet_pairs SELECT facet, value, '{PER_TAG}', tag, binaries FROM tag_values",
     "INSERT INTO value_changes SELECT facet, value, binaries FROM tag_values",
     # binary_stacks has a row per binary and stack: per tag and stack, the binaries of the tag in the stack.
     "INSERT INTO binary_stacks_cube SELECT tag, value, binaries FROM tag_values WHERE facet = 'stacks'",
-    *(_counted(pair, "binaries_tag_facet_pairs") for pair in _PAIRS),
+    *(_per_tag(pair, "binaries_tag_facet_pairs") for pair in _PAIRS),
     f"""INSERT INTO binaries_tag_facet_pairs SELECT tag, other, other_value, facet, value, binaries
     FROM binaries_tag_facet_pairs WHERE tag IN {_RECOUNTED} AND other <> facet""",
     f"""INSERT INTO pair_changes SELECT facet, value, other, other_value, binaries
