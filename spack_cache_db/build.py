@@ -41,8 +41,12 @@ FLUSH_EVERY = 20000  # queued binaries before rows are written, once the writer 
 # (69-75 s against 71-72).
 FLUSH_LEAST = 2500
 # Reading makes many objects per binary: the garbage collector's default (a look at the young objects every 700
-# allocations) cost a tenth of the reading's CPU, looking for cycles the build does not make.
-YOUNG_OBJECTS_PER_COLLECTION = 100_000
+# allocations) cost a tenth of the reading's CPU, looking for cycles the build does not make. Every flush freezes
+# what it keeps (_flush_now_and_then), so with a million a collection runs only when that many objects pile up
+# between two flushes (gc.freeze starts the count again): 100,000 still cost 4.3 s of the reader's CPU in the
+# spread shape's first 30 tags (82 collections, of the rows queued), a million none; with no collection at all,
+# one after the load found nothing to free.
+YOUNG_OBJECTS_PER_COLLECTION = 1_000_000
 
 
 class BuildError(Exception):
