@@ -532,6 +532,16 @@ def test_json_nested_100000_deep_is_refused(scene):
     scene.fails(scene.site, error=f"{page}: meta: expected JSON nested at most 32 deep")
 
 
+def test_meta_nested_deeper_than_a_page_needs_is_refused(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(), meta='{"x": ' + "[" * 40 + "]" * 40 + "}")
+    scene.fails(scene.site, error=f"{page}: meta: expected values nested at most 32 deep")
+
+
+def test_a_lone_surrogate_escaped_in_meta_is_refused(scene):
+    page = raw_page(scene.page_path("hostile"), specs_text(), meta='{"x": ["\\ud800"]}')
+    scene.fails(scene.site, error=f"{page}: meta: expected Unicode text, found '\\ud800' (a lone surrogate)")
+
+
 def test_json_nested_deeper_than_a_page_needs_is_refused(scene):
     deep = "[" * 40 + "]" * 40
     page = raw_page(scene.page_path("hostile"), specs_text(deep=123454321).replace("123454321", deep))
