@@ -770,15 +770,9 @@ def _has_float(value):
 def _configuration_text(entry, variants, versions):
     """A spec's configuration as the page writes it (variants and versions its lists): what Configurations keeps a
     checked configuration by."""
-    return (
-        entry["compiler"],
-        entry["os"],
-        entry["platform"],
-        entry["target"],
-        tuple(variants),
-        tuple(versions),
-        *map(entry.get, OPTIONAL_SPEC_FIELDS),
-    )
+    text = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
+    # Unpacking no optional fields into the tuple still cost 0.3 us a spec (_known_binaries 2.25 -> 1.96 us).
+    return text + tuple(map(entry.get, OPTIONAL_SPEC_FIELDS)) if OPTIONAL_SPEC_FIELDS else text
 
 
 def _built(entry, where, configurations):
