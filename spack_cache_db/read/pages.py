@@ -30,7 +30,6 @@ from spack_cache_db.read.files import display_path, kind_of, read_regular_file
 from spack_cache_db.records import Binary, Built, Document, InputError, interned, one_line
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
-OPTIONAL_SPEC_FIELDS = ()  # fields that say what was built that a spec may leave out (_check_built reads them)
 
 
 class PageError(InputError):
@@ -579,7 +578,6 @@ def _text_list(entry, key, where):
 
 
 _SPEC_FIELD_SET = frozenset(SPEC_FIELDS)
-_KNOWN_FIELDS = _SPEC_FIELD_SET | frozenset(OPTIONAL_SPEC_FIELDS)
 
 
 def page_document(page, configurations):
@@ -742,7 +740,7 @@ def _spec_extra(entry, where):
     usual = _usual_extra(entry)  # parse_spec checked SPEC_FIELDS
     if usual is not None:
         return usual
-    extra = {k: entry[k] for k in entry.keys() - _KNOWN_FIELDS}
+    extra = {k: entry[k] for k in entry.keys() - _SPEC_FIELD_SET}
     for key, value in extra.items():
         if type(value) is str and is_storable_text(key + value):  # the usual one (a tarball URL): no walk
             continue
@@ -769,10 +767,8 @@ def _has_float(value):
 
 def _configuration_text(entry, variants, versions):
     """A spec's configuration as the page writes it (variants and versions its lists): what Configurations keeps a
-    checked configuration by."""
-    text = (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
-    # Unpacking no optional fields into the tuple still cost 0.3 us a spec (_known_binaries 2.25 -> 1.96 us).
-    return text + tuple(map(entry.get, OPTIONAL_SPEC_FIELDS)) if OPTIONAL_SPEC_FIELDS else text
+    checked configuration by, so it holds every field _check_built reads."""
+    return (entry["compiler"], entry["os"], entry["platform"], entry["target"], tuple(variants), tuple(versions))
 
 
 def _built(entry, where, configurations):
