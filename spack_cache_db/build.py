@@ -11,6 +11,7 @@ from collections import Counter
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from operator import attrgetter
 from pathlib import Path
 
 from spack_cache_db import __version__
@@ -19,7 +20,7 @@ from spack_cache_db.db.connection import database_uri, open_for_build, sort_on_s
 from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, of_this_schema
 from spack_cache_db.db.writer import BackgroundWriter
 from spack_cache_db.read import index_tags, inputs
-from spack_cache_db.read.files import FileError, read_start, same_identity
+from spack_cache_db.read.files import FileError, read_ahead, read_start, same_identity
 from spack_cache_db.read.pages import (
     NotACachePage,
     OldLayoutPage,
@@ -429,7 +430,8 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
         read_from_pages = _reads_from_pages(plan.indexes.tags, tags)
         counted = set()  # tags the writer counted after their last page, while this process read on
         tag, listed = None, 0
-        for number, source in enumerate(plan.to_read, 1):  # sorted by path: a tag's pages come together
+        # sorted by path: a tag's pages come together
+        for number, source in enumerate(read_ahead(plan.to_read, path_of=attrgetter("path")), 1):
             if source.folder_tag != tag:
                 counted |= loader.count_written_tags()
                 tag = source.folder_tag

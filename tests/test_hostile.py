@@ -222,6 +222,81 @@ def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
     assert snapshot(scene.root, scene.output) == others
 
 
+def hints_recorded(monkeypatch):
+    """The paths the system is asked to read ahead (os.posix_fadvise), in order, and every path opened."""
+    hinted, opened = [], []
+    advise, open_file = os.posix_fadvise, os.open
+
+    def recording_advise(fd, offset, length, advice):
+        hinted.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return advise(fd, offset, length, advice)
+
+    def recording_open(path, *args, **options):
+        opened.append(os.fspath(path))
+        return open_file(path, *args, **options)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording_advise)
+    monkeypatch.setattr(os, "open", recording_open)
+    return hinted, opened
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="the system takes no read-ahead hint")
+def test_reading_ahead_opens_regular_files_only(tmp_path, monkeypatch, time_limit):
+    """A FIFO, a device, a link (inside the input or out of it) and a path gone are passed over unopened:
+    reading them, or refusing them, is up to read_regular_file."""
+    regular = [tmp_path / f"page{n}.md" for n in range(3)]
+    for path in regular:
+        path.write_text("---\n")
+    fifo, link, device_link, gone = (tmp_path / name for name in ("fifo", "link.md", "zero.md", "gone.md"))
+    os.mkfifo(fifo)
+    link.symlink_to(regular[0])
+    device_link.symlink_to("/dev/zero")
+    paths = [str(p) for p in (regular[0], fifo, link, device_link, "/dev/zero", gone, regular[1], regular[2])]
+    hinted, opened = hints_recorded(monkeypatch)
+    assert list(files.read_ahead(paths)) == paths
+    assert hinted == opened == [str(p) for p in regular]
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="the system takes no read-ahead hint")
+def test_reading_ahead_keeps_a_window_of_files_asked_for(tmp_path, monkeypatch):
+    paths = [str(tmp_path / f"page{n}.md") for n in range(5)]
+    for path in paths:
+        Path(path).write_text("---\n")
+    hinted, _ = hints_recorded(monkeypatch)
+    asked_when_yielded = [len(hinted) for _ in files.read_ahead(paths, window=2)]
+    assert hinted == paths
+    assert asked_when_yielded == [3, 4, 5, 5, 5]  # the file itself and the next two
+
+
+def test_reading_ahead_where_the_system_takes_no_hint(tmp_path, monkeypatch):
+    paths = [str(tmp_path / "page.md"), str(tmp_path / "gone.md")]
+    Path(paths[0]).write_text("---\n")
+    monkeypatch.delattr(os, "posix_fadvise", raising=False)
+    opened = []
+    open_file = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args: opened.append(path) or open_file(path, *args))
+    assert list(files.read_ahead(paths)) == paths
+    assert opened == []
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="the system takes no read-ahead hint")
+def test_the_build_asks_for_each_page_before_it_reads_it(scene, monkeypatch, time_limit):
+    """So that the disk reads the next pages while the build works on one (a 30-tag history with its pages not
+    in memory: 55.5 -> 48.7 s)."""
+    pages = [scene.good, *(write_page(scene.site, name, "develop", [spec(name)]) for name in ("cli11", "zlib"))]
+    hinted, _ = hints_recorded(monkeypatch)
+    asked_before = {}
+    read_source = build_module.read_source
+
+    def noting_read(source):
+        asked_before[source.path] = source.path in hinted
+        return read_source(source)
+
+    monkeypatch.setattr(build_module, "read_source", noting_read)
+    build([scene.site], scene.output)
+    assert asked_before == {str(page): True for page in pages}
+
+
 def test_a_dangling_link_where_a_page_has_to_be_is_an_error_naming_it(scene):
     page = scene.page_path("dangling")
     page.symlink_to(scene.site / "missing.md")  # inside the input: a link out is refused unread, whatever it is
