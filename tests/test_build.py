@@ -3,10 +3,11 @@ import json
 import sqlite3
 import sys
 import threading
+from os import getpid
 from pathlib import Path
 
 import pytest
-from dump import every_row
+from dump import check_full_text, every_row
 from pagemaker import meta_for, spack_hash, spec, write_page
 from paths import SEEDS, SITE
 from spec_strings import spec_string
@@ -95,37 +96,95 @@ def test_what_the_build_sorts_after_the_writer_has_finished_sorts_on_every_core(
     assert seen == [("create_indexes_after_load", 3), ("refresh_counts", 3), ("refresh_counts", 3)]
 
 
-def test_a_full_build_fills_its_full_text_indexes_unmerged_merges_them_once_and_leaves_them_merging(
-    hdf5_site, tmp_path, monkeypatch
-):
-    """FTS5 merges an index's segments as rows are added (automerge). A full build's indexes start empty: they are
-    filled with merging off and merged in one pass ('optimize'); merging is on again for the builds that add to
-    them, which add a few rows each and leave merging as it is."""
-    statements = []
+def _trace_both_processes(monkeypatch, trace):
+    """Note each statement of the build's connection and of its writer process's (forked: it opens its
+    connection after it inherits this patch) in the file trace, as (process id, SQL)."""
 
     def traced(*args, **kwargs):
         conn = open_for_build(*args, **kwargs)
-        conn.set_trace_callback(statements.append)
+
+        def note(sql):
+            with open(trace, "a") as f:
+                f.write(json.dumps([getpid(), sql]) + "\n")
+
+        conn.set_trace_callback(note)
         return conn
 
     monkeypatch.setattr("spack_cache_db.build.open_for_build", traced)
+    monkeypatch.setattr("spack_cache_db.db.writer.open_for_build", traced)
+
+
+def _statements_by_process(trace):
+    """(the build's statements, its writer's), emptying trace."""
+    noted = [json.loads(line) for line in trace.read_text().splitlines()]
+    trace.unlink()
+    writers = {pid for pid, _ in noted} - {getpid()}
+    assert len(writers) == 1, "expected one writer process, forked with the trace"
+    return [sql for pid, sql in noted if pid == getpid()], [sql for pid, sql in noted if pid in writers]
+
+
+def test_a_full_build_fills_its_full_text_indexes_unmerged_merges_them_once_and_leaves_them_merging(
+    hdf5_site, tmp_path, monkeypatch
+):
+    """FTS5 merges an index's segments as rows are added (automerge). A full build's indexes start empty: the
+    writer process fills them with merging off, a tag's rows once it has counted the tag, while the build
+    reads on; the build adds what came after and merges them in one pass ('optimize'); merging is on again
+    for the builds that add to them, which add a few rows each and leave merging as it is."""
+    trace = tmp_path / "statements"
+    _trace_both_processes(monkeypatch, trace)
     db = tmp_path / "cache.db"
     build([str(hdf5_site)], db)
+    built, written = _statements_by_process(trace)
     for index in schema.FULL_TEXT:
-        filled = next(n for n, sql in enumerate(statements) if sql.startswith(f"INSERT INTO {index} (rowid"))
-        commands = [sql for sql in statements if sql.startswith(f"INSERT INTO {index} ({index}")]
+        unmerged = f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)"
+        filled = next(n for n, sql in enumerate(written) if sql.startswith(f"INSERT INTO {index} (rowid"))
+        counted = next(n for n, sql in enumerate(written) if sql.startswith("CREATE TEMP TABLE recount"))
+        assert [sql for sql in written if sql.startswith(f"INSERT INTO {index} ({index}")] == [unmerged]
+        assert written.index(unmerged) < counted < filled
+        commands = [sql for sql in built if sql.startswith(f"INSERT INTO {index} ({index}")]
         assert commands == [
-            f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)",
+            unmerged,
             f"INSERT INTO {index} ({index}) VALUES ('optimize')",
             f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', {maintenance.FTS5_AUTOMERGE})",
         ]
-        assert statements.index(commands[0]) < filled < statements.index(commands[1])
         assert rows(db, f"SELECT v FROM {index}_config WHERE k = 'automerge'") == [{"v": maintenance.FTS5_AUTOMERGE}]
-    statements.clear()
     write_page(hdf5_site, "hdf5", "v0.23.1", [spec(4, versions=["1.14.5"], stacks=["root"])])
     build([str(hdf5_site)], db)
-    assert any(sql.startswith("INSERT INTO listings_fts (rowid") for sql in statements)
-    assert not [sql for sql in statements if "'automerge'" in sql or "'optimize'" in sql]
+    built, written = _statements_by_process(trace)
+    assert any(sql.startswith("INSERT INTO listings_fts (rowid") for sql in written)
+    assert not [sql for sql in built + written if "'automerge'" in sql or "'optimize'" in sql]
+    check_full_text(sqlite3.connect(db))
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["full build", "a tag added"])
+def test_the_writer_indexes_each_tag_it_counts_so_the_build_has_no_page_left_to_index(
+    hdf5_site, tmp_path, monkeypatch, incremental
+):
+    """Filling the full-text index of a history's listings took 22 s after the load of the spread history,
+    with one core idle: the writer fills it tag by tag instead, and what the build indexes at the end is
+    only what came after the last tag (none of a build from pages)."""
+    db = tmp_path / "cache.db"
+    if incremental:
+        build([str(hdf5_site)], db)
+    write_page(hdf5_site, "zlib", "v0.23.1", [spec(7, stacks=["root"]), spec(8, stacks=["e4s", "root"])])
+    left = []
+
+    def noting_what_is_left(conn, first_ids, every_row=False):
+        for rows_of, _, _ in schema.FULL_TEXT.values():
+            left.append(
+                (
+                    rows_of,
+                    conn.execute(f"SELECT count(*) FROM {rows_of} WHERE id >= ?", (first_ids[rows_of],)).fetchone()[0],
+                )
+            )
+        return index_new_rows(conn, first_ids, every_row)
+
+    index_new_rows = maintenance.index_new_rows
+    monkeypatch.setattr(maintenance, "index_new_rows", noting_what_is_left)
+    build([str(hdf5_site)], db)
+    assert left == [(rows_of, 0) for rows_of, _, _ in schema.FULL_TEXT.values()]
+    check_full_text(sqlite3.connect(db))
+    assert rows(db, "SELECT count(*) AS n FROM listings_fts WHERE listings_fts MATCH 'zlib'") == [{"n": 2}]
 
 
 def test_binaries_view_gives_whole_rows(hdf5_site, tmp_path):
