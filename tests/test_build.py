@@ -3,7 +3,6 @@ import json
 import sqlite3
 import sys
 import threading
-from os import getpid
 from pathlib import Path
 
 import pytest
@@ -96,63 +95,47 @@ def test_what_the_build_sorts_after_the_writer_has_finished_sorts_on_every_core(
     assert seen == [("create_indexes_after_load", 3), ("refresh_counts", 3), ("refresh_counts", 3)]
 
 
-def _trace_both_processes(monkeypatch, trace):
-    """Note each statement of the build's connection and of its writer process's (forked: it opens its
-    connection after it inherits this patch) in the file trace, as (process id, SQL)."""
-
-    def traced(*args, **kwargs):
-        conn = open_for_build(*args, **kwargs)
-
-        def note(sql):
-            with open(trace, "a") as f:
-                f.write(json.dumps([getpid(), sql]) + "\n")
-
-        conn.set_trace_callback(note)
-        return conn
-
-    monkeypatch.setattr("spack_cache_db.build.open_for_build", traced)
-    monkeypatch.setattr("spack_cache_db.db.writer.open_for_build", traced)
-
-
-def _statements_by_process(trace):
-    """(the build's statements, its writer's), emptying trace."""
-    noted = [json.loads(line) for line in trace.read_text().splitlines()]
-    trace.unlink()
-    writers = {pid for pid, _ in noted} - {getpid()}
-    assert len(writers) == 1, "expected one writer process, forked with the trace"
-    return [sql for pid, sql in noted if pid == getpid()], [sql for pid, sql in noted if pid in writers]
-
-
 def test_a_full_build_fills_its_full_text_indexes_unmerged_merges_them_once_and_leaves_them_merging(
     hdf5_site, tmp_path, monkeypatch
 ):
     """FTS5 merges an index's segments as rows are added (automerge). A full build's indexes start empty: the
-    writer process fills them with merging off, a tag's rows once it has counted the tag, while the build
-    reads on; the build adds what came after and merges them in one pass ('optimize'); merging is on again
-    for the builds that add to them, which add a few rows each and leave merging as it is."""
-    trace = tmp_path / "statements"
-    _trace_both_processes(monkeypatch, trace)
+    writer process fills them with merging off, tag by tag; the build adds what came after and merges them in
+    one pass ('optimize'); merging is on again for the builds that add to them, which add a few rows each and
+    leave merging as it is."""
+    statements, merging = [], []
+
+    def traced(*args, **kwargs):
+        conn = open_for_build(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    def noting_merging(conn, first_ids, every_row=False):
+        for index in schema.FULL_TEXT:
+            found = conn.execute(f"SELECT v FROM {index}_config WHERE k = 'automerge'").fetchall()
+            merging.append((index, found[0][0] if found else maintenance.FTS5_AUTOMERGE))
+        return index_new_rows(conn, first_ids, every_row)
+
+    index_new_rows = maintenance.index_new_rows
+    monkeypatch.setattr("spack_cache_db.build.open_for_build", traced)
+    monkeypatch.setattr(maintenance, "index_new_rows", noting_merging)
     db = tmp_path / "cache.db"
     build([str(hdf5_site)], db)
-    built, written = _statements_by_process(trace)
+    assert merging == [(index, 0) for index in schema.FULL_TEXT]  # as the writer left them
     for index in schema.FULL_TEXT:
-        unmerged = f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)"
-        filled = next(n for n, sql in enumerate(written) if sql.startswith(f"INSERT INTO {index} (rowid"))
-        counted = next(n for n, sql in enumerate(written) if sql.startswith("CREATE TEMP TABLE recount"))
-        assert [sql for sql in written if sql.startswith(f"INSERT INTO {index} ({index}")] == [unmerged]
-        assert written.index(unmerged) < counted < filled
-        commands = [sql for sql in built if sql.startswith(f"INSERT INTO {index} ({index}")]
+        commands = [sql for sql in statements if sql.startswith(f"INSERT INTO {index} ({index}")]
         assert commands == [
-            unmerged,
+            f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)",
             f"INSERT INTO {index} ({index}) VALUES ('optimize')",
             f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', {maintenance.FTS5_AUTOMERGE})",
         ]
         assert rows(db, f"SELECT v FROM {index}_config WHERE k = 'automerge'") == [{"v": maintenance.FTS5_AUTOMERGE}]
+    statements.clear()
+    merging.clear()
     write_page(hdf5_site, "hdf5", "v0.23.1", [spec(4, versions=["1.14.5"], stacks=["root"])])
     build([str(hdf5_site)], db)
-    built, written = _statements_by_process(trace)
-    assert any(sql.startswith("INSERT INTO listings_fts (rowid") for sql in written)
-    assert not [sql for sql in built + written if "'automerge'" in sql or "'optimize'" in sql]
+    assert merging == [(index, maintenance.FTS5_AUTOMERGE) for index in schema.FULL_TEXT]
+    commands = [sql for sql in statements if sql.startswith("INSERT INTO") and "_fts (" in sql]
+    assert commands and not [sql for sql in commands if "'automerge'" in sql or "'optimize'" in sql]
     check_full_text(sqlite3.connect(db))
 
 
