@@ -145,7 +145,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
             _watch_deletions(conn, summary)
             if not adding:
                 loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress, deleted_first)
-            uncounted_tags = _after_load(conn, loaded, summary)
+            first_ids, uncounted_tags = _after_load(conn, loaded, summary)
             if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
                 raise BuildError(
                     f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
@@ -155,7 +155,7 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
                 raise BuildError(
                     f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), e.g. {_first_warning(summary)}"
                 )
-            summary.counts = _finish(conn, loaded, uncounted_tags, paths, plan, summary)
+            summary.counts = _finish(conn, first_ids, uncounted_tags, paths, plan, summary)
             finished = temporary
             if existing is None or _worth_compacting(conn):
                 conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
@@ -396,7 +396,6 @@ class Loaded:
     conflicts: list  # InputError, with keep_going: the writer's
     index_sources: dict  # where a tag's rows are marked as coming from -> the tag
     released: dict  # {table: [ids]} of rows the writer's deletions released (maintenance.released_by_deleting)
-    unindexed: dict  # {table: the first id not in its full-text index}: the writer indexed each tag it counted
 
 
 def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=([], []), copy_of=None):
@@ -411,16 +410,13 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
         changed_tags.update(maintenance.delete_pages(conn, gone_paths))
         changed_tags.update(maintenance.delete_tags(conn, gone_tags))
         if changed_tags:  # pages went: whatever only they used goes too
-            maintenance.prune_orphans(conn, maintenance.first_unindexed(conn), counted=True)
+            maintenance.prune_orphans(conn, full_text=True, counted=True)
         conn.execute("COMMIT")  # the writer continues from here: the file is a copy until it is swapped in
     first, released = (), {}
     if summary.incremental:
         first = _refreshed(plan)
         released = maintenance.released_by_deleting(conn, DELETED_BEFORE_WRITING)
-    incremental = summary.incremental
-    writer = BackgroundWriter(
-        path, keep_going, keep_counts=incremental, copy_of=copy_of, first=first, unmerged=not incremental
-    )
+    writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental, copy_of=copy_of, first=first)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     thresholds = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])
@@ -465,11 +461,11 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
         gc.unfreeze()
         gc.set_threshold(*thresholds)
     # the loader's memory is released before the file is finished
-    return Loaded(loader.first_ids, changed_tags, counted, writer.conflicts, index_sources, released, writer.unindexed)
+    return Loaded(loader.first_ids, changed_tags, counted, writer.conflicts, index_sources, released)
 
 
 def _after_load(conn, loaded, summary):
-    """The tags whose pages changed since the writer last counted them."""
+    """(the first ids of the rows written, the tags whose pages changed since the writer last counted them)."""
     # The indexes made now, and the deletions and counts to come, sort millions of rows: INDEXES_AFTER_LOAD
     # took 9.7 -> 8.9 s (usual 100-tag history), 11.2 -> 9.8 s (spread), 11.2 -> 9.0 s (30 tags from indexes)
     # on 2 cores; smaller sorts lose a little (benchmarks/README.md, after_load.py).
@@ -483,7 +479,7 @@ def _after_load(conn, loaded, summary):
     }
     _leave_out_conflicts(conn, loaded.conflicts, loaded.index_sources, summary)
     counted = set() if loaded.conflicts else loaded.counted  # pages left out after their tags were counted
-    return changed_tags - counted
+    return loaded.first_ids, changed_tags - counted
 
 
 def _watch_deletions(conn, summary):
@@ -630,19 +626,20 @@ def _problem(error, tag=None):
 TAGS_YAML_RELEASES = schema.released_by(["tag_stacks"])
 
 
-def _finish(conn, loaded, uncounted_tags, paths, plan, summary):
+def _finish(conn, first_ids, uncounted_tags, paths, plan, summary):
     """uncounted_tags: the tags whose pages changed since the writer last counted them."""
     full = not summary.incremental
-    first_ids, unindexed = loaded.first_ids, loaded.unindexed
     if summary.failed_tags:  # the rows such a tag got before it failed
         maintenance.delete_tags(conn, summary.failed_tags)
     if summary.rejected or summary.failed_tags:  # whatever only their rows used goes too
-        maintenance.prune_orphans(conn, unindexed, added_from=first_ids, counted=not full)
+        maintenance.prune_orphans(conn, full_text=not full, added_from=first_ids, counted=not full)
     elif plan.tags_changed:  # tags and stacks only tags.yaml declared go too: looking at every spec would cost seconds
-        maintenance.prune_orphans(conn, unindexed, added_from=first_ids, tables=TAGS_YAML_RELEASES, counted=not full)
+        maintenance.prune_orphans(
+            conn, full_text=not full, added_from=first_ids, tables=TAGS_YAML_RELEASES, counted=not full
+        )
     maintenance.rank_versions_and_tags(conn)
     microarchitectures.load(conn)
-    maintenance.index_new_rows(conn, unindexed, every_row=full)
+    maintenance.index_new_rows(conn, first_ids, every_row=full)  # a full build's rows are all new
     maintenance.gather_statistics(conn)
     _write_build_info(conn, paths, plan)
     maintenance.refresh_counts(conn, uncounted_tags, count_every_row=full)

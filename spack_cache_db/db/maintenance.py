@@ -117,19 +117,21 @@ def note_released(conn, released):
         conn.executemany(f"INSERT OR IGNORE INTO temp.{schema.released(table)} VALUES (?)", [(i,) for i in ids])
 
 
-def prune_orphans(conn, unindexed, added_from=None, tables=schema.KEPT_WHILE_USED, counted=False):
+def prune_orphans(conn, full_text, added_from=None, tables=schema.KEPT_WHILE_USED, counted=False):
     """Delete the rows nothing refers to any more (of these KEPT_WHILE_USED tables, children first; rows that
     belong to them go by ON DELETE CASCADE). The rows looked at are those that lost a reference since
-    track_releases and those this build added (ids from added_from, {table: first id or None}). The full-text
-    indexes are kept in step for the rows they have: those before unindexed ({table: first id not indexed}).
+    track_releases and those this build added (ids from added_from, {table: first id or None}). With
+    full_text, keep the full-text indexes in step for the rows they have: not those added, indexed later.
     counted: the counts of schema.KEPT_COUNTS are exact (an incremental build keeps them as it writes)."""
     for table in tables:
-        added = (added_from or {}).get(table)
+        first_added = (added_from or {}).get(table)
         condition = f"id IN (SELECT id FROM temp.pruning) AND {schema.orphans(table, counted)}"
+        added = first_added
         while True:
             _take_candidates(conn, table, added)
             added = None  # looked at: only rows released since are candidates again
-            _unindex(conn, table, condition, unindexed)
+            if full_text:
+                _unindex(conn, table, condition, first_added)
             deleted = conn.execute(f"DELETE FROM {table} WHERE {condition}").rowcount
             if not deleted or table not in schema.SELF_RELEASING:
                 break
@@ -145,14 +147,15 @@ def _take_candidates(conn, table, added_from):
         conn.execute(f"INSERT OR IGNORE INTO temp.pruning SELECT id FROM {table} WHERE id >= ?", (added_from,))
 
 
-def _unindex(conn, table, condition, unindexed):
+def _unindex(conn, table, condition, first_added):
     for index, (rows, content, _) in schema.FULL_TEXT.items():
         if rows != table:
             continue
         columns = ", ".join(schema.full_text_columns(index))
+        indexed = "" if first_added is None else f" AND id < {int(first_added)}"
         conn.execute(
             f"INSERT INTO {index} ({index}, rowid, {columns}) SELECT 'delete', id, {columns} FROM {content}"
-            f" WHERE {condition} AND id < {int(unindexed[rows])}"
+            f" WHERE {condition}{indexed}"
         )
 
 
@@ -161,37 +164,19 @@ FTS5_AUTOMERGE = 4
 
 
 def index_new_rows(conn, first_ids, every_row=False):
-    """Add the rows not yet indexed ({table: first id, or None when there is none}) to the full-text indexes.
-    every_row: a full build's, into indexes that FTS5 would merge again and again as they grow; they are
-    filled unmerged (index_unmerged) and merged once ('optimize'), then left to merge what later builds add
-    (the spread history's 3.3M listings: 25.3-25.8 -> 22.0-22.5 s, the same index)."""
-    if every_row:
-        index_unmerged(conn)
+    """Add rows created in this build ({table: first id, or None when it added none}) to the full-text indexes.
+    every_row: a full build's, into empty indexes, which FTS5 would merge again and again as they grow; they are
+    filled unmerged and merged once ('optimize'), then left to merge what later builds add (the spread
+    history's 3.3M listings: 25.3-25.8 -> 22.0-22.5 s, the same index)."""
     for index, (rows, _, _) in schema.FULL_TEXT.items():
-        if first_ids.get(rows) is not None:
-            conn.execute(new_rows_text(index), (first_ids[rows],))
+        if first_ids.get(rows) is None:
+            continue
+        if every_row:
+            conn.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', 0)")
+        conn.execute(new_rows_text(index), (first_ids[rows],))
         if every_row:
             conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
-            _merge_as_added(conn, index, FTS5_AUTOMERGE)
-
-
-def index_unmerged(conn):
-    """From now on, the full-text indexes merge nothing as rows are added, until index_new_rows(every_row=True)."""
-    for index in schema.FULL_TEXT:
-        _merge_as_added(conn, index, 0)
-
-
-def _merge_as_added(conn, index, segments):
-    conn.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', {int(segments)})")
-
-
-def first_unindexed(conn):
-    """{table: the first id after its rows} of each table a full-text index covers: where index_new_rows starts
-    once every row the file holds is in the indexes."""
-    return {
-        rows: conn.execute(f"SELECT ifnull(max(id), 0) + 1 FROM {rows}").fetchone()[0]
-        for rows, _, _ in schema.FULL_TEXT.values()
-    }
+            conn.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('automerge', {FTS5_AUTOMERGE})")
 
 
 def new_rows_text(index):

@@ -12,13 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from spack_cache_db.db.connection import open_for_build
-from spack_cache_db.db.maintenance import (
-    count_tags,
-    first_unindexed,
-    index_new_rows,
-    index_unmerged,
-    keep_counts_as_written,
-)
+from spack_cache_db.db.maintenance import count_tags, keep_counts_as_written
 from spack_cache_db.db.schema import (
     COLUMNS,
     IDENTITY,
@@ -67,14 +61,12 @@ class BackgroundWriter:
     build reads back what it queued only after sync(), and what the file held before at any time (SQLite's
     locks keep each read whole)."""
 
-    def __init__(self, path, keep_going=False, keep_counts=False, copy_of=None, first=(), unmerged=False):
+    def __init__(self, path, keep_going=False, keep_counts=False, copy_of=None, first=()):
         """keep_counts: keep the counts of schema.KEPT_COUNTS as rows are written (maintenance.keep_counts_as_written).
         copy_of: a file this process copies to path before it writes, while the build reads on; first:
-        statements, (SQL, parameters), it runs before the batches, in a transaction of their own. unmerged: the
-        full-text indexes are filled unmerged (maintenance.index_unmerged), for a full build."""
+        statements, (SQL, parameters), it runs before the batches, in a transaction of their own."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
-        self.unindexed = None  # once finished: {table: the first id not in its full-text index}
         method = _start_method()
         context = multiprocessing.get_context(method)
         if method == "forkserver":
@@ -82,7 +74,7 @@ class BackgroundWriter:
         self.pipe, child_end = context.Pipe()
         self.process = context.Process(
             target=_write_batches,
-            args=(str(path), child_end, self.pipe, keep_counts, copy_of and str(copy_of), list(first), unmerged),
+            args=(str(path), child_end, self.pipe, keep_counts, copy_of and str(copy_of), list(first)),
             daemon=True,
         )
         self.process.start()
@@ -97,9 +89,8 @@ class BackgroundWriter:
             self._take_conflict_or_raise()
 
     def count_tags(self, tag_ids):
-        """Count these tags (maintenance.count_tags) and add the rows written so far to the full-text indexes,
-        once the batches sent so far are written, while the build reads on: a full build would otherwise do
-        both at its end, with one core idle."""
+        """Count these tags (maintenance.count_tags) once the batches sent so far are written, while the build
+        reads on: a full build's counts would otherwise be taken at its end, with one core idle."""
         self._send(("count", tuple(tag_ids)))
 
     def sync(self):
@@ -108,7 +99,6 @@ class BackgroundWriter:
         self._expect_done()
 
     def finish(self):
-        """Wait until every batch is committed; then self.unindexed says which rows the indexes lack."""
         self._send("finish")
         self._expect_done()
         self.process.join()
@@ -138,9 +128,6 @@ class BackgroundWriter:
         except (EOFError, OSError):
             self.process.join()
             reply = f"the writer process ended unexpectedly (exit code {self.process.exitcode})"
-        if type(reply) is tuple and reply[0] == "unindexed":
-            self.unindexed = reply[1]
-            return reply
         if type(reply) is tuple and reply[0] == "conflict":
             conflict = InputError(*reply[1:])
             if not self.keep_going:
@@ -163,7 +150,7 @@ def _start_method():
     return "fork" if threading.active_count() == 1 else "forkserver"
 
 
-def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first, unmerged):
+def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first):
     """The writer process: batches in transactions of up to a tag's rows (ROWS_PER_COMMIT); replies 'done' to sync
     and finish once what it wrote is committed, or says what failed and stops: (input, field, expected) for a row
     the database refuses, text otherwise."""
@@ -190,10 +177,7 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first, unmerged
         conn.execute("BEGIN")
         for statement, parameters in first:
             conn.execute(statement, parameters)
-        if unmerged:
-            index_unmerged(conn)
         conn.execute("COMMIT")
-        unindexed = first_unindexed(conn)  # every row before these is in the full-text indexes
     except (sqlite3.Error, OSError) as error:
         pipe.send(str(error))
         return
@@ -207,8 +191,6 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first, unmerged
             if message in ("sync", "finish"):
                 if conn.in_transaction:
                     conn.execute("COMMIT")
-                if message == "finish":
-                    pipe.send(("unindexed", unindexed))
                 pipe.send("done")
                 if message == "finish":
                     return
@@ -217,8 +199,6 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first, unmerged
                 conn.execute("BEGIN")
             if message[0] == "count":
                 count_tags(conn, message[1])
-                index_new_rows(conn, unindexed)
-                unindexed = first_unindexed(conn)
                 conn.execute("COMMIT")
                 uncommitted = 0
                 continue
