@@ -77,16 +77,8 @@ def read_regular_file(path, limit=MAX_FILE_BYTES, starts_with=None):
     and the open file is checked again, so a file swapped in between is refused too. The identity is the
     open file's before it is read: a file changed while being read differs from it, so the next build
     reads it again; one that changes during the read itself is refused."""
-    flags = _OPEN_FLAGS
-    if not _is_link_to_regular_file(path):
-        flags |= os.O_NOFOLLOW  # it was no link when checked: a link put there since is refused
+    fd, opened = _open_regular(path)
     try:
-        fd = os.open(path, flags)
-    except OSError as error:
-        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
-    try:
-        opened = os.fstat(fd)
-        _require_regular(path, opened.st_mode)
         if starts_with:
             start = _read_start(path, fd, max(map(len, starts_with)))
             if not start.startswith(starts_with):
@@ -108,15 +100,8 @@ def read_start(path, count):
     there; raises FileError for anything else (a FIFO, a device, a folder) or a file that cannot be read."""
     if not os.path.lexists(path):
         return None
-    flags = _OPEN_FLAGS
-    if not _is_link_to_regular_file(path):
-        flags |= os.O_NOFOLLOW
+    fd, _ = _open_regular(path)
     try:
-        fd = os.open(path, flags)
-    except OSError as error:
-        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
-    try:
-        _require_regular(path, os.fstat(fd).st_mode)
         return os.read(fd, count)
     except OSError as error:
         raise _file_error(path, f"expected a readable file ({error.strerror})") from error
@@ -161,6 +146,25 @@ def _ask_to_read(path):
         pass
     finally:
         os.close(fd)
+
+
+def _open_regular(path):
+    """(a descriptor of the regular file at path, its fstat): stat decides first, so that nothing else is
+    opened, and the open file is checked again; raises FileError."""
+    flags = _OPEN_FLAGS
+    if not _is_link_to_regular_file(path):
+        flags |= os.O_NOFOLLOW  # it was no link when checked: a link put there since is refused
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise _file_error(path, f"expected a readable file ({error.strerror})") from error
+    try:
+        opened = os.fstat(fd)
+        _require_regular(path, opened.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, opened
 
 
 def _is_link_to_regular_file(path):
