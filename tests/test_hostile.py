@@ -222,6 +222,31 @@ def test_special_files_where_no_page_has_to_be_are_passed_over(scene):
     assert snapshot(scene.root, scene.output) == others
 
 
+@pytest.mark.parametrize("swapped_in", ["a FIFO (named pipe)", "a folder"])
+@pytest.mark.parametrize(
+    "read", [files.read_regular_file, lambda path: files.read_start(path, 3)], ids=["whole", "start"]
+)
+def test_a_file_swapped_for_another_kind_after_its_check_is_refused_once_open(
+    tmp_path, monkeypatch, time_limit, swapped_in, read
+):
+    """Between the stat that finds a regular file and the open, something else may take its place: the open
+    file is checked again, and nothing is read from it."""
+    path = tmp_path / "page.md"
+    path.write_text("---\n")
+    checked = files._is_link_to_regular_file
+
+    def checked_then_swapped(given):
+        found = checked(given)
+        path.unlink()
+        os.mkfifo(path) if swapped_in.startswith("a FIFO") else path.mkdir()
+        return found
+
+    monkeypatch.setattr(files, "_is_link_to_regular_file", checked_then_swapped)
+    with pytest.raises(files.FileError) as refused:
+        read(str(path))
+    assert refused.value.expected == f"expected a regular file, found {swapped_in}"
+
+
 def hints_recorded(monkeypatch):
     """The paths the system is asked to read ahead (os.posix_fadvise), in order, and every path opened."""
     hinted, opened = [], []
