@@ -15,8 +15,9 @@ the rows back from the built file is counted too, so this is a floor only for a 
 one by one, as every builder of this schema does.
 
 unchanged: what an incremental build does to find out that the inputs an earlier build read did not change,
-with the build's own functions: listing the inputs (the walk), reading what the earlier build recorded of
-each file (its sources table), and the stat of each file compared with that record. Every file must come
+with the build's own functions: reading what the earlier build recorded of each file (its sources table),
+finding the inputs (the walk, which lists only the folders that changed since that build recorded them), and
+the stat of each file compared with that record. Every file must come
 out unchanged: this is the floor of building onto a database the inputs have not changed since.
 
 Each prints its seconds, in all and per part, as JSON. Run with the code under test first on PYTHONPATH.
@@ -35,7 +36,6 @@ from spack_cache_db.db.connection import database_uri, open_for_build
 from spack_cache_db.db.maintenance import index_new_rows
 from spack_cache_db.db.schema import COLUMNS, FULL_TEXT, LOAD_ORDER, create_indexes_after_load, create_schema
 from spack_cache_db.read import inputs
-from spack_cache_db.read.pages import find_inputs
 
 
 class FloorError(Exception):
@@ -122,17 +122,18 @@ def check_copied(conn, built, tables):
 def unchanged_floor(db, paths):
     """Seconds for an incremental build to find out that none of the files in paths changed since the build of
     db, done with the build's own steps for them."""
-    clock = Stopwatch()
-    arguments = inputs.classify(paths)
-    page_inputs = find_inputs(arguments.pages)
-    clock.lap("walk")
-    existing = build._existing_sources(db)
-    if existing is None:
-        raise FloorError(f"{db}: expected a database this code built, to build onto")
-    clock.lap("recorded identities")
-    index_plan = build._plan_indexes(arguments, (), existing, db, False, None)
-    plan = build._plan(page_inputs, existing, index_plan, ())
-    clock.lap("stat and compare")
+    with build.fewer_collections():  # as the build runs these steps
+        clock = Stopwatch()
+        arguments = inputs.classify(paths)
+        existing = build._existing_sources(db)
+        if existing is None:
+            raise FloorError(f"{db}: expected a database this code built, to build onto")
+        clock.lap("recorded identities")
+        page_inputs = build.find_page_inputs(arguments, existing)
+        clock.lap("walk")
+        index_plan = build._plan_indexes(arguments, (), existing, db, False, None)
+        plan = build._plan(page_inputs, existing, index_plan, ())
+        clock.lap("stat and compare")
     files = len(page_inputs.files)
     if plan.to_read or plan.touched or plan.removed or plan.unchanged != files:
         raise FloorError(

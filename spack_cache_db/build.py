@@ -8,7 +8,7 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from operator import attrgetter
@@ -20,7 +20,7 @@ from spack_cache_db.db.connection import database_uri, open_for_build, sort_on_s
 from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, of_this_schema
 from spack_cache_db.db.writer import BackgroundWriter
 from spack_cache_db.read import index_tags, inputs
-from spack_cache_db.read.files import FileError, read_ahead, read_start, same_identity
+from spack_cache_db.read.files import FileError, FolderListing, read_ahead, read_start, same_identity
 from spack_cache_db.read.pages import (
     NotACachePage,
     OldLayoutPage,
@@ -30,6 +30,7 @@ from spack_cache_db.read.pages import (
     read_page,
     read_source,
     read_tags_yaml,
+    recorded_folders,
 )
 from spack_cache_db.records import Configurations, InputError
 
@@ -46,8 +47,23 @@ FLUSH_LEAST = 2500
 # what it keeps (_flush_now_and_then), so with a million a collection runs only when that many objects pile up
 # between two flushes (gc.freeze starts the count again): 100,000 still cost 4.3 s of the reader's CPU in the
 # spread shape's first 30 tags (82 collections, of the rows queued), a million none; with no collection at all,
-# one after the load found nothing to free.
+# one after the load found nothing to free. The same holds before the load: the walk makes a few objects per file
+# while the earlier build's record of every file is held (find_page_inputs), and the collections it set off looked
+# through that record. Finding the usual 100-tag history's 90,000 pages unchanged took 2.1-2.7 s with the default,
+# 1.5-1.7 s with a million (benchmarks/floors.py, alternating); before the record was read ahead of the walk, the
+# default cost nothing there (2.2-2.4 s either way).
 YOUNG_OBJECTS_PER_COLLECTION = 1_000_000
+
+
+@contextmanager
+def fewer_collections():
+    """Run the body with the garbage collector looking at young objects every YOUNG_OBJECTS_PER_COLLECTION."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 class BuildError(Exception):
@@ -89,6 +105,7 @@ class Summary:
 class Plan:
     to_read: list  # SourceFile
     touched: list  # (SourceFile, stat): same content, new mtime
+    relisted: list  # SourceFile: unchanged, in a folder whose listing is another than recorded (written with others)
     unchanged: int
     removed: list  # paths
     tags: list  # (tag name, [stacks]) from _data/tags.yaml
@@ -104,15 +121,20 @@ def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=F
     """Build (or bring up to date) the database at output from the pages, build-cache indexes and mirrors in
     paths; with tags (shell-style patterns), only the tags that match. overwrite: replace output even when
     it is not a database this project built."""
+    with fewer_collections():
+        return _build(paths, output, keep_going, strict, tags, overwrite, progress)
+
+
+def _build(paths, output, keep_going, strict, tags, overwrite, progress):
     started = time.monotonic()
     output = Path(output)
     _refuse_output_inside_inputs(paths, output)
     remove_stale_temporaries(output)
     arguments = inputs.classify(paths)
-    page_inputs = find_inputs(arguments.pages)
+    existing = _existing_sources(output, overwrite)
+    page_inputs = find_page_inputs(arguments, existing)
     if page_inputs.problems and not keep_going:
         raise page_inputs.problems[0]
-    existing = _existing_sources(output, overwrite)
     index_plan = _plan_indexes(arguments, tags, existing, output, keep_going, progress)
     plan = _plan(page_inputs, existing, index_plan, tags)
     summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
@@ -251,11 +273,14 @@ def _existing_sources(output, overwrite=False):
                 return _not_ours(output, "expected a database built by spack-cache-db, found another", overwrite)
             if not of_this_schema(info):
                 return None
-            # (identity, digest, outcome) by path, the identity as a plain tuple: ninety thousand Identity
-            # objects would cost a third more, and a tuple compares equal to one.
+            # (identity, digest, outcome, its folder's listing) by path, the identity as a plain tuple: ninety
+            # thousand Identity objects would cost a third more, and a tuple compares equal to one.
             sources = {
-                row[0]: (row[1:5], row[5], row[6])
-                for row in conn.execute("SELECT path, size, mtime_ns, ctime_ns, inode, digest, outcome FROM sources")
+                row[0]: (row[1:5], row[5], row[6], None if row[7] is None else FolderListing(*row[7:]))
+                for row in conn.execute(
+                    f"SELECT path, size, mtime_ns, ctime_ns, inode, digest, outcome, {', '.join(FOLDER_COLUMNS)}"
+                    " FROM sources"
+                )
             }
             input_problems = set(conn.execute(INPUT_PROBLEMS))
             indexes = index_tags.stored_indexes(conn)
@@ -270,6 +295,15 @@ def _existing_sources(output, overwrite=False):
         "input_problems": input_problems,
         "indexes": indexes,
     }
+
+
+def find_page_inputs(arguments, existing):
+    """The page files of the inputs (pages.Inputs); the folders an earlier build recorded as unchanged since are
+    not listed again."""
+    recorded = {}
+    if existing is not None:
+        recorded = recorded_folders((path, known[3]) for path, known in existing["sources"].items())
+    return find_inputs(arguments.pages, recorded)
 
 
 def _not_ours(output, expected, overwrite):
@@ -308,7 +342,7 @@ def _plan(page_inputs, existing, index_plan, tags):
     page_tags = json.dumps([sorted(index_plan.tags), list(tags)])
     known = existing["sources"] if existing else {}
     read_skipped_again = existing is None or existing["page_tags"] != page_tags
-    to_read, touched, unchanged, skipped, seen = [], [], 0, Counter(), set()
+    to_read, touched, relisted, unchanged, skipped, seen = [], [], [], 0, Counter(), set()
     for source in page_inputs.files:
         folder_tag = source.folder_tag
         if folder_tag is not None and (folder_tag in index_plan.tags or not inputs.wanted(folder_tag, tags)):
@@ -322,6 +356,8 @@ def _plan(page_inputs, existing, index_plan, tags):
         change = _change(source, before)
         if change is None:
             unchanged += 1
+            if source.listing != before[3]:
+                relisted.append(source)
         elif change == "content":
             to_read.append(source)
         else:
@@ -330,6 +366,7 @@ def _plan(page_inputs, existing, index_plan, tags):
     return Plan(
         to_read,
         touched,
+        relisted,
         unchanged,
         removed,
         tags_yaml,
@@ -346,7 +383,7 @@ def _change(source, before):
     """None when the file is as an earlier build read it (size, mtime, ctime and inode); the new Identity when
     only that changed (a copy, a touch: the same digest); 'content' otherwise, and when it cannot be read
     now: reading it again will say why."""
-    recorded, digest, _ = before
+    recorded, digest = before[:2]
     try:
         if same_identity(os.stat(source.path), recorded):
             return None
@@ -380,12 +417,30 @@ def _refreshed(plan):
         *((f"DELETE FROM {table} WHERE {where}", ()) for table, where in DELETED_BEFORE_WRITING.items()),
         *(
             (
-                "UPDATE sources SET mtime_ns = ?, ctime_ns = ?, inode = ? WHERE path = ?",
-                (now.mtime_ns, now.ctime_ns, now.inode, source.path),
+                f"UPDATE sources SET mtime_ns = :mtime_ns, ctime_ns = :ctime_ns, inode = :inode, {_SET_FOLDER}"
+                " WHERE path = :path",
+                {**now._asdict(), **_folder_columns(source.listing), "path": source.path},
             )
             for source, now in plan.touched
         ),
+        *(
+            (
+                f"UPDATE sources SET {_SET_FOLDER} WHERE path = :path",
+                {**_folder_columns(source.listing), "path": source.path},
+            )
+            for source in plan.relisted
+        ),
     ]
+
+
+# sources' columns of the listing of a file's folder, named after FolderListing's fields
+FOLDER_COLUMNS = tuple(f"folder_{name}" for name in FolderListing._fields)
+_SET_FOLDER = ", ".join(f"{column} = :{column}" for column in FOLDER_COLUMNS)
+
+
+def _folder_columns(listing):
+    """{column: value} of sources' FOLDER_COLUMNS for a file's folder listing (a FolderListing or None)."""
+    return dict(zip(FOLDER_COLUMNS, listing or (None,) * len(FOLDER_COLUMNS), strict=True))
 
 
 @dataclass
@@ -418,8 +473,6 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
         released = maintenance.released_by_deleting(conn, DELETED_BEFORE_WRITING)
     writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental, copy_of=copy_of, first=first)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
-    thresholds = gc.get_threshold()
-    gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *thresholds[1:])
     try:
         loader = load.Loader(conn, writer, {source.folder_tag for source in plan.to_read} - {None})
         configurations = Configurations()
@@ -459,7 +512,6 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
     finally:
         writer.stop()
         gc.unfreeze()
-        gc.set_threshold(*thresholds)
     # the loader's memory is released before the file is finished
     return Loaded(loader.first_ids, changed_tags, counted, writer.conflicts, index_sources, released)
 
@@ -558,7 +610,11 @@ def _load_file(loader, configurations, source, summary, keep_going, read_from_pa
         _record_problem(loader, summary, error)
     if data is not None:
         digest = page.digest if page else file_digest(data)
-        loader.queue(ROWS["sources"](path=source.path, **read._asdict(), digest=digest, outcome=outcome))
+        loader.queue(
+            ROWS["sources"](
+                path=source.path, **read._asdict(), digest=digest, outcome=outcome, **_folder_columns(source.listing)
+            )
+        )
     return specs
 
 

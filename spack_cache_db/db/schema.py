@@ -29,8 +29,8 @@ from spack_cache_db.normalise import (
 # indexes without column sizes, dependency_edge_counts; 9: listings by stack set; 10: binaries per listing;
 # 11: configurations by variant set; 12: per-tag rows by tag; 13: the view tag_before; 14: the view
 # tag_stack_cell_names; 15: page_stacks, key_orders, and a page's meta only where its binaries imply another;
-# no digest of pages (sources has it)
-SCHEMA_VERSION = 15
+# no digest of pages (sources has it); 16: the listing of a source's folder
+SCHEMA_VERSION = 16
 
 TABLES = """
 CREATE TABLE tags (
@@ -170,7 +170,15 @@ CREATE TABLE sources (
     ctime_ns INTEGER NOT NULL,
     inode INTEGER NOT NULL,
     digest TEXT NOT NULL,
-    outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page', 'skipped'))
+    outcome TEXT NOT NULL CHECK (outcome IN ('page', 'rejected', 'old layout', 'not a page', 'skipped')),
+    -- The folder the file was listed in, as read/files.py's FolderListing says it was listed, when the next build
+    -- need not list it again (a folder of files only, not changed just before); NULL otherwise. A column of each
+    -- of its files rather than a table of folders: the paths of a history's 90,000 folders would take 1 byte
+    -- per binary (of the 160 the usual history may take), these columns 0.3.
+    folder_ctime_ns INTEGER,
+    folder_inode INTEGER,
+    folder_entries INTEGER,
+    CHECK ((folder_ctime_ns IS NULL) = (folder_inode IS NULL) AND (folder_inode IS NULL) = (folder_entries IS NULL))
 ) WITHOUT ROWID;
 CREATE TABLE indexes (
     tag_id INTEGER NOT NULL REFERENCES tags(id),

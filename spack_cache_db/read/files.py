@@ -48,6 +48,26 @@ def same_identity(stat_result, recorded):
     return found == recorded or identity(stat_result) == recorded
 
 
+class FolderListing(NamedTuple):
+    """What says that a folder still holds the entries an earlier build listed: adding, removing or renaming an
+    entry changes the folder's change time (ctime), and a folder put in its place has another inode. With the
+    number of entries listed, so that a build which recorded fewer files of the folder than that lists it again."""
+
+    ctime_ns: int
+    inode: int
+    entries: int
+
+
+def folder_listing(stat_result, entries):
+    """The FolderListing of a folder's stat result and the number of its entries, as SQLite stores it."""
+    return FolderListing(*identity(stat_result)[2:], entries)
+
+
+def same_listing(stat_result, recorded):
+    """Whether a folder's stat result is the one recorded in a FolderListing (its number of entries aside)."""
+    return (stat_result.st_ctime_ns, stat_result.st_ino) == recorded[:2] or identity(stat_result)[2:] == recorded[:2]
+
+
 def _int64(number):
     """number as a signed 64-bit integer: an inode number can use all 64 bits, and a modification time
     past 2262 is more nanoseconds than 2**63."""

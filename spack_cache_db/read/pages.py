@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,14 @@ from spack_cache_db.normalise import (
     parse_variant,
     text_problem,
 )
-from spack_cache_db.read.files import display_path, kind_of, read_regular_file
+from spack_cache_db.read.files import (
+    FolderListing,
+    display_path,
+    folder_listing,
+    kind_of,
+    read_regular_file,
+    same_listing,
+)
 from spack_cache_db.records import Binary, Built, Document, InputError, interned, one_line
 
 SPEC_FIELDS = ("compiler", "hash", "os", "platform", "size", "stacks", "target", "variants", "versions")
@@ -50,6 +58,15 @@ class SourceFile:
     explicit: bool  # named on the command line, or where only a cache page can be
     folder_tag: str | None = None  # from _cache/<tag>/<package>/specs.md
     folder_package: str | None = None
+    listing: FolderListing | None = None  # of its folder, when the next build need not list that again
+
+
+@dataclass
+class RecordedFolder:
+    """A folder as an earlier build listed it: while it is the same (same_listing), it holds these files."""
+
+    listing: FolderListing
+    paths: list
 
 
 @dataclass
@@ -73,8 +90,10 @@ class Inputs:
     problems: list = field(default_factory=list)  # PageError: what could not be listed or named
 
 
-def find_inputs(paths):
-    """Expand files, folders and checkouts into page files (sorted, for a deterministic build)."""
+def find_inputs(paths, recorded=None):
+    """Expand files, folders and checkouts into page files (sorted, for a deterministic build). recorded:
+    {folder: RecordedFolder} of an earlier build (recorded_folders), whose files are taken as they were, without
+    listing the folder, while the folder is the same."""
     files, tags_yaml, problems = {}, [], []
     for given in paths:
         root = Path(given)
@@ -87,8 +106,12 @@ def find_inputs(paths):
             if _may_exist(data_dir / "tags.yaml") and str(data_dir / "tags.yaml") not in tags_yaml:
                 tags_yaml.append(str(data_dir / "tags.yaml"))
         top = os.path.realpath(root)
-        for path, entry in _walk(str(root), problems):
+        for path, entry, listing in _walk(str(root), problems, recorded or {}):
             source = _source_file(path)
+            source.listing = listing
+            if entry is None:  # a file of a folder found as it was recorded: a regular file, no link
+                files.setdefault(path, source)
+                continue
             if entry.is_symlink() and not _within(top, target := os.path.realpath(path)):
                 if source.explicit:  # elsewhere no page has to be: passed over, as a FIFO is, and never read
                     problems.append(_link_out(path, "file", root, target))
@@ -96,6 +119,22 @@ def find_inputs(paths):
             if source.explicit or _is_regular(entry):  # elsewhere a FIFO, a device or a dangling link is no page
                 _add_source(files, problems, source)
     return Inputs(sorted(files.values(), key=lambda f: f.path), tags_yaml, problems)
+
+
+def recorded_folders(listings):
+    """{folder: RecordedFolder} of (path, FolderListing or None) of the files an earlier build recorded: the
+    folders of which it recorded as many files with one listing as that listing had entries. (A file recorded
+    with another listing was listed in another state of the folder: the folder is listed again.)"""
+    by_folder = {}
+    for path, listing in listings:
+        if listing is not None:
+            folder = path.rpartition(os.sep)[0]
+            found = by_folder.get(folder)
+            if found is None:
+                by_folder[folder] = RecordedFolder(listing, [path])
+            elif found.listing == listing:
+                found.paths.append(path)
+    return {folder: found for folder, found in by_folder.items() if len(found.paths) == found.listing.entries}
 
 
 def _add_source(files, problems, source):
@@ -126,30 +165,66 @@ def _neither_file_nor_folder(path):
         return f"expected an existing file or folder ({error.strerror})"
 
 
-def _walk(root, problems):
-    """(path, DirEntry) of the files under root, in sorted order. Folders that are links are followed when they
-    lead inside root, each folder once; a link that leads out of root, or a folder that cannot be read, goes
-    to problems."""
+# A folder changed this shortly before the walk started is listed again by the next build: a change within the
+# same tick of the file system's clock as the one before it (a few milliseconds; 2 s on FAT) can leave the
+# folder's change time as it was. (Compared with this machine's clock: a network file system whose server's
+# clock is behind it by more than this can have a folder that changed just before recorded all the same.)
+RECENT_NS = 2_000_000_000
+
+
+def _walk(root, problems, recorded):
+    """(path, DirEntry or None, FolderListing or None) of the files under root, in sorted order. Folders that are
+    links are followed when they lead inside root, each folder once; a link that leads out of root, or a folder
+    that cannot be read, goes to problems. A folder of recorded that is as it was is not listed: its files come
+    with no DirEntry. A folder of files only, none a link, that did not change in the RECENT_NS before the walk
+    gives its FolderListing with each file; other files come with None."""
     top = os.path.realpath(root)
+    recent = time.time_ns() - RECENT_NS
     seen, pending = {top}, [(root, top)]  # folders as given, and where they really are
     while pending:
         folder, real = pending.pop()
         try:
+            before = os.stat(folder)  # before the listing: a change after it is one the next build sees
+            known = recorded.get(folder)
+            if known is not None and same_listing(before, known.listing):
+                for path in known.paths:
+                    yield path, None, known.listing
+                continue
             with os.scandir(folder) as listing:
                 entries = sorted((entry.name, entry) for entry in listing if not entry.name.startswith("."))
         except OSError as error:
             problems.append(PageError(display_path(folder), "folder", f"expected a readable folder ({error.strerror})"))
             continue
+        listed = _listing_to_record(before, entries, recent)
         subfolders = []
         for name, entry in entries:
             if not _is_folder(entry):
-                yield entry.path, entry
+                yield entry.path, entry, listed
             elif name not in ("_data", "_site"):
                 where = _inside(top, root, entry, real, problems)
                 if where is not None and where not in seen:  # a link to a folder already walked is walked once
                     seen.add(where)
                     subfolders.append((entry.path, where))
         pending.extend(reversed(subfolders))
+
+
+def _listing_to_record(before, entries, recent):
+    """The FolderListing of a folder listed as entries, if the next build may take its files from the sources
+    recorded instead of listing it: entries that are regular files only, none a link, with names stored as
+    they are, and a folder that did not change just before the walk."""
+    if before.st_ctime_ns >= recent or not entries:
+        return None
+    for _, entry in entries:
+        if not _is_plain_file(entry) or not is_storable_text(entry.path):
+            return None
+    return folder_listing(before, len(entries))
+
+
+def _is_plain_file(entry):
+    try:
+        return entry.is_file(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 def _is_folder(entry):
