@@ -2,6 +2,7 @@
 listed them, and still finds every file added, removed or changed in them."""
 
 import os
+import random
 import shutil
 import sqlite3
 import time
@@ -201,3 +202,47 @@ def test_a_folder_whose_files_were_recorded_in_different_listings_is_listed(site
     listed.clear()
     build([str(site)], db)
     assert listed.count(str(folder)) == 1
+
+
+def test_builds_between_changes_of_every_kind_record_the_files_a_full_walk_finds(site, tmp_path, settled):
+    """Twenty changes, each followed by a build onto the last one: what it recorded is what a walk of every
+    folder finds, and the last database is the full build's."""
+    db, choose = tmp_path / "cache.db", random.Random(19)
+    folders = [notes(site, "a.txt").with_name(f"notes{number}") for number in range(3)]
+    pages_left = sorted(site.glob("_cache/*/*/specs.md"))
+
+    def add():
+        folder = choose.choice(folders)
+        folder.mkdir(exist_ok=True)
+        (folder / f"{choose.randrange(1000)}.txt").write_text("not a page")
+
+    def remove():
+        files = sorted(site.glob("notes*/*.txt"))
+        if files:
+            choose.choice(files).unlink()
+
+    def rewrite():
+        files = sorted(site.glob("notes*/*.txt"))
+        if files:
+            choose.choice(files).write_text("still not a page")
+
+    def remove_page():
+        pages_left.pop(choose.randrange(len(pages_left))).unlink()
+
+    def replace_folder():
+        folder = choose.choice([folder for folder in folders if folder.exists()] or folders)
+        copy = folder.with_name("copy")
+        shutil.copytree(folder, copy) if folder.exists() else copy.mkdir()
+        (copy / "new.txt").write_text("not a page")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(copy, folder)
+
+    build([str(site)], db)
+    for _ in range(20):
+        time.sleep(0.02)
+        choose.choice([add, remove, rewrite, remove_page, replace_folder])()
+        build([str(site)], db)
+        with sqlite3.connect(db) as conn:
+            recorded = {row[0] for row in conn.execute("SELECT path FROM sources")}
+        assert recorded == {source.path for source in find_inputs([str(site)]).files}
+    assert canonical(db) == full_build(site, tmp_path)
