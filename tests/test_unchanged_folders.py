@@ -6,6 +6,7 @@ import random
 import shutil
 import sqlite3
 import time
+from types import SimpleNamespace
 
 import pytest
 from paths import SITE
@@ -13,7 +14,7 @@ from test_incremental import canonical, full_build
 
 from spack_cache_db import build as build_module
 from spack_cache_db.build import build, find_page_inputs
-from spack_cache_db.read import inputs, pages
+from spack_cache_db.read import files, inputs, pages
 from spack_cache_db.read.pages import find_inputs
 
 PAGE = ("_cache", "develop", "bolt")  # a folder of one page
@@ -246,3 +247,13 @@ def test_builds_between_changes_of_every_kind_record_the_files_a_full_walk_finds
             recorded = {row[0] for row in conn.execute("SELECT path FROM sources")}
         assert recorded == {source.path for source in find_inputs([str(site)]).files}
     assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_folder_listing_past_64_bits_is_stored_and_compared_as_sqlite_keeps_it(tmp_path):
+    folder = SimpleNamespace(st_size=4096, st_mtime_ns=1, st_ctime_ns=2**63 + 1, st_ino=2**64 - 1)
+    listing = files.folder_listing(folder, 3)
+    assert listing == (-(2**63) + 1, -1, 3) and all(-(2**63) <= value < 2**63 for value in listing)
+    with sqlite3.connect(tmp_path / "listing.db") as conn:
+        stored = conn.execute("SELECT ?, ?, ?", listing).fetchone()
+    assert files.same_listing(folder, files.FolderListing(*stored))
+    assert not files.same_listing(SimpleNamespace(**{**vars(folder), "st_ino": 2**64 - 2}), listing)
