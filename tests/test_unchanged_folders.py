@@ -263,3 +263,13 @@ def test_a_folder_listing_past_64_bits_is_stored_and_compared_as_sqlite_keeps_it
         stored = conn.execute("SELECT ?, ?, ?", listing).fetchone()
     assert files.same_listing(folder, files.FolderListing(*stored))
     assert not files.same_listing(SimpleNamespace(**{**vars(folder), "st_ino": 2**64 - 2}), listing)
+
+
+def test_a_folder_holding_a_file_the_build_cannot_record_is_listed_again(site, tmp_path, settled, listed):
+    folder = notes(site, "a.txt")
+    (folder / os.fsdecode(b"\xff.txt")).write_text("not a page")  # a name that is not UTF-8: a problem, not a source
+    db = tmp_path / "cache.db"
+    assert len(build([str(site)], db, keep_going=True).rejected) == 1
+    listed.clear()
+    build([str(site)], db, keep_going=True)
+    assert listed.count(str(folder)) == 1

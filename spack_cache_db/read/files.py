@@ -60,12 +60,15 @@ class FolderListing(NamedTuple):
 
 def folder_listing(stat_result, entries):
     """The FolderListing of a folder's stat result and the number of its entries, as SQLite stores it."""
-    return FolderListing(*identity(stat_result)[2:], entries)
+    found = identity(stat_result)
+    return FolderListing(found.ctime_ns, found.inode, entries)
 
 
 def same_listing(stat_result, recorded):
-    """Whether a folder's stat result is the one recorded in a FolderListing (its number of entries aside)."""
-    return (stat_result.st_ctime_ns, stat_result.st_ino) == recorded[:2] or identity(stat_result)[2:] == recorded[:2]
+    """Whether a folder's stat result is the one recorded in a FolderListing: compared as it is first, as
+    same_identity does; then as folder_listing stores values past 64 bits."""
+    found = (stat_result.st_ctime_ns, stat_result.st_ino)
+    return found == (recorded.ctime_ns, recorded.inode) or folder_listing(stat_result, recorded.entries) == recorded
 
 
 def _int64(number):

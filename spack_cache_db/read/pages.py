@@ -210,14 +210,15 @@ def _walk(root, problems, recorded):
 
 def _listing_to_record(before, entries, recent):
     """The FolderListing of a folder listed as entries, if the next build may take its files from the sources
-    recorded instead of listing it: entries that are regular files only, none a link, with names stored as
-    they are, and a folder that did not change just before the walk."""
-    if before.st_ctime_ns >= recent or not entries:
+    recorded instead of listing it: entries that are regular files only, none a link (a file taken from the
+    record is not checked for a link out of the input), and a folder that did not change just before the walk.
+    A file of it that the build does not record (its name not UTF-8, say) leaves the record short of the
+    folder's entries, so recorded_folders leaves the folder out."""
+    if before.st_ctime_ns >= recent:
         return None
-    for _, entry in entries:
-        if not _is_plain_file(entry) or not is_storable_text(entry.path):
-            return None
-    return folder_listing(before, len(entries))
+    if all(_is_plain_file(entry) for _, entry in entries):
+        return folder_listing(before, len(entries))
+    return None
 
 
 def _is_plain_file(entry):
