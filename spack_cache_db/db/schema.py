@@ -174,7 +174,7 @@ CREATE TABLE sources (
     -- The folder the file was listed in, as read/files.py's FolderListing says it was listed, when the next build
     -- need not list it again (a folder of files only, not changed just before); NULL otherwise. A column of each
     -- of its files rather than a table of folders: the paths of a history's 90,000 folders would take 1 byte
-    -- per binary (of the 160 the usual history may take), these columns 0.3.
+    -- per binary (of the 160 the usual history may take), these columns 0.24.
     folder_ctime_ns INTEGER,
     folder_inode INTEGER,
     folder_entries INTEGER,
