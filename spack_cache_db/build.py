@@ -474,7 +474,9 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
     writer = BackgroundWriter(path, keep_going, keep_counts=summary.incremental, copy_of=copy_of, first=first)
     index_sources = {}  # where a tag's rows are marked as coming from -> the tag
     try:
-        loader = load.Loader(conn, writer, {source.folder_tag for source in plan.to_read} - {None})
+        reads = plan.to_read or plan.indexes.to_load  # or else only _data/tags.yaml
+        looked_up = load.LOOKED_UP if reads else load.LOOKED_UP_FOR_TAGS_YAML
+        loader = load.Loader(conn, writer, {source.folder_tag for source in plan.to_read} - {None}, looked_up)
         configurations = Configurations()
         for error in plan.problems:
             _record_problem(loader, summary, error)

@@ -12,7 +12,7 @@ from test_dependency_counts import build_mirrors
 from test_dependents import library_tag
 
 from spack_cache_db.build import build
-from spack_cache_db.db import maintenance, schema
+from spack_cache_db.db import load, maintenance, schema
 from spack_cache_db.db.maintenance import prune_orphans
 
 CANONICAL = {
@@ -116,6 +116,38 @@ def test_a_new_tag_is_added_like_a_full_build(site, tmp_path):
     summary = build([str(site)], db)
     assert (summary.pages_read, summary.pages_unchanged) == (3, 24)
     assert canonical(db) == full_build(site, tmp_path)
+
+
+@pytest.mark.parametrize("change", ["a tag removed", "tags.yaml changed"])
+def test_a_build_that_reads_no_page_looks_up_only_tags_and_stacks(site, tmp_path, monkeypatch, change):
+    """The ids of configurations and the other tables a page's rows name are read only by a build that reads
+    pages or indexes (in the usual 100-tag history, 0.25 s of a removal); the rest look up what tags.yaml names."""
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    if change == "a tag removed":
+        shutil.rmtree(site / "_cache" / "v0.21.2")
+    else:
+        tags_yaml = site / "_data" / "tags.yaml"
+        tags_yaml.write_text(tags_yaml.read_text().replace("  - build_systems\n", "", 1))
+    looked_up = []
+    real_lookup = load.Loader._lookup
+    monkeypatch.setattr(
+        load.Loader, "_lookup", lambda loader, table: looked_up.append(table) or real_lookup(loader, table)
+    )
+    summary = build([str(site)], db)
+    assert (summary.incremental, summary.pages_read) == (True, 0)
+    assert set(looked_up) == {"tags", "stacks"}
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_loader_refuses_to_look_up_a_table_it_was_not_given(tmp_path):
+    """Its ids would be read while the writer holds the file: the loader would wait for the writer's batch."""
+    conn = sqlite3.connect(tmp_path / "cache.db")
+    schema.create_schema(conn)
+    loader = load.Loader(conn, writer=None, looked_up=load.LOOKED_UP_FOR_TAGS_YAML)
+    assert loader.tag_id("develop") == 1 and loader.stack_id("e4s") == 1
+    with pytest.raises(AssertionError, match="packages: looked up by a loader that was not given it"):
+        loader._named_id("packages", "hdf5")
 
 
 def test_only_a_build_that_deletes_nothing_first_has_its_writer_copy_the_database(site, tmp_path, monkeypatch):
