@@ -1,5 +1,6 @@
 """Building onto an existing database reads only what changed and ends where a full build ends."""
 
+import errno
 import os
 import shutil
 import sqlite3
@@ -11,7 +12,8 @@ from paths import SITE
 from test_dependency_counts import build_mirrors
 from test_dependents import library_tag
 
-from spack_cache_db.build import build
+from spack_cache_db import build as build_module
+from spack_cache_db.build import CopyAhead, build
 from spack_cache_db.db import load, maintenance, schema
 from spack_cache_db.db.maintenance import prune_orphans
 
@@ -150,22 +152,105 @@ def test_a_loader_refuses_to_look_up_a_table_it_was_not_given(tmp_path):
         loader._named_id("packages", "hdf5")
 
 
+def _record_copies(monkeypatch):
+    """[source] of each shutil.copyfile this process makes, and of each copy CopyAhead makes."""
+    copied = []
+    real_copy, real_start = shutil.copyfile, CopyAhead.start
+    monkeypatch.setattr(shutil, "copyfile", lambda *paths: copied.append(paths[0]) or real_copy(*paths))
+    monkeypatch.setattr(CopyAhead, "start", lambda ahead: copied.append(("ahead", ahead.source)) or real_start(ahead))
+    return copied
+
+
 def test_only_a_build_that_deletes_nothing_first_has_its_writer_copy_the_database(site, tmp_path, monkeypatch):
     """Adding pages, the writer process copies the database while the build reads them (this process copies
-    nothing); changing a page, the build copies it first and deletes the page's rows before anything is written."""
+    nothing); changing a page, the build copies it while it plans, then deletes the page's rows before anything
+    is written."""
     db = tmp_path / "cache.db"
     build([str(site)], db)
-    copied = []
-    real_copy = shutil.copyfile
-    monkeypatch.setattr(shutil, "copyfile", lambda *paths: copied.append(paths) or real_copy(*paths))
+    copied = _record_copies(monkeypatch)
     write_page(site, "bolt", "develop-2025-06-01", [spec("a new bolt")])
     summary = build([str(site)], db)
     assert (summary.incremental, summary.pages_read, copied) == (True, 1, [])
     assert canonical(db) == full_build(site, tmp_path)
     write_page(site, "bolt", "develop-2025-06-01", [spec("another new bolt")])
     summary = build([str(site)], db)
-    assert (summary.pages_read, [source for source, _ in copied]) == (1, [db])
+    assert (summary.pages_read, copied) == (1, [("ahead", db)])
     assert canonical(db) == full_build(site, tmp_path)
+
+
+@pytest.mark.parametrize("copy_file_range", ["missing", "failing"])
+def test_without_copy_file_range_a_build_that_deletes_first_copies_the_database_itself(
+    site, tmp_path, monkeypatch, copy_file_range
+):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    if copy_file_range == "missing":
+        monkeypatch.delattr(os, "copy_file_range")
+    else:
+        monkeypatch.setattr(os, "copy_file_range", lambda *_: (_ for _ in ()).throw(OSError(errno.EXDEV, "cross")))
+    copied = _record_copies(monkeypatch)
+    shutil.rmtree(site / "_cache" / "v0.21.2")
+    summary = build([str(site)], db)
+    assert (summary.pages_removed, copied) == (2, [("ahead", db), db])
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+@pytest.mark.parametrize("change", ["a tag removed", "a page rewritten"])
+def test_the_copy_is_made_while_the_plan_stats_the_files(site, tmp_path, monkeypatch, change):
+    """Once the plan knows the build deletes first (files gone: before any file is looked at; a file changed:
+    as soon as it is found), it copies the database while it looks at the others."""
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    if change == "a tag removed":
+        shutil.rmtree(site / "_cache" / "v0.21.2")
+    else:
+        changed = site / "_cache" / "develop-2025-04-20" / "hdf5" / "specs.md"
+        changed.write_text(changed.read_text().replace('"+mpi"', '"~mpi"'))
+    events = []
+    real_change, real_start = build_module._change, CopyAhead.start
+    monkeypatch.setattr(
+        build_module, "_change", lambda source, before: events.append(source.path) or real_change(source, before)
+    )
+    monkeypatch.setattr(CopyAhead, "start", lambda ahead: events.append("copy") or real_start(ahead))
+    build([str(site)], db)
+    assert events.count("copy") == 1
+    looked_at = [event for event in events if event != "copy"]
+    first = 0 if change == "a tag removed" else looked_at.index(str(changed)) + 1
+    assert events.index("copy") == first < len(looked_at)
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+def test_a_build_stopped_while_the_copy_is_made_leaves_no_copy(site, tmp_path, monkeypatch):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    before = db.read_bytes()
+    shutil.rmtree(site / "_cache" / "v0.21.2")
+    real_change = build_module._change
+
+    def interrupted(source, before):
+        real_change(source, before)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "_change", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build([str(site)], db)
+    assert db.read_bytes() == before
+    assert list(tmp_path.glob(".cache.db.tmp-*")) == []
+
+
+def test_a_copy_stopped_returns_within_a_chunk(tmp_path, monkeypatch):
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.write_bytes(os.urandom(1 << 22))
+    monkeypatch.setattr(CopyAhead, "CHUNK", 1)  # a byte at a time: seconds for the whole file
+    ahead = CopyAhead(source, target)
+    ahead.start()
+    ahead.stop()
+    assert not ahead.made()
+    assert not target.exists() or target.stat().st_size < source.stat().st_size
+    finished = CopyAhead(source, tmp_path / "whole")
+    monkeypatch.setattr(CopyAhead, "CHUNK", 1 << 20)
+    finished.start()
+    assert finished.made() and (tmp_path / "whole").read_bytes() == source.read_bytes()
 
 
 def test_a_new_tag_of_indexes_is_added_by_a_writer_that_copies_the_database(tmp_path, monkeypatch):
