@@ -799,7 +799,8 @@ class CopyAhead:
             with open(self.source, "rb") as source, open(self.target, "xb") as target:
                 while not self._stopping:
                     if not os.copy_file_range(source.fileno(), target.fileno(), self.CHUNK):
-                        self._made = True
+                        # 0 is the end of the file, or on some file systems a call that copies nothing
+                        self._made = os.fstat(target.fileno()).st_size == os.fstat(source.fileno()).st_size
                         return
         except OSError:  # copied as before, which says why, if it fails again
             pass
