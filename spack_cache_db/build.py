@@ -138,7 +138,6 @@ def _build(paths, output, keep_going, strict, tags, overwrite, progress):
         raise page_inputs.problems[0]
     index_plan = _plan_indexes(arguments, tags, existing, output, keep_going, progress)
     temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    compacted = temporary.with_name(temporary.name + ".new")
     # A build that deletes pages' rows before it writes copies output first: the copy is made while the plan
     # stats the files it has not found changed.
     with CopyAhead(output, temporary) as copy_ahead:
@@ -151,55 +150,61 @@ def _build(paths, output, keep_going, strict, tags, overwrite, progress):
         if existing is not None and _nothing_to_do(plan, existing):
             summary.up_to_date = True
             summary.counts = counts(output)
-            summary.seconds = time.monotonic() - started
-            return summary
-        deleted_first = _deleted_first(plan, existing) if existing is not None else ([], [])
-        adding = existing is not None and not any(deleted_first)  # nothing to delete before the new rows are written
-        renamed = None  # the file that replaces output, once the rename may have been done
+        else:
+            _write(paths, output, temporary, existing, plan, summary, keep_going, strict, tags, progress, copy_ahead)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _write(paths, output, temporary, existing, plan, summary, keep_going, strict, tags, progress, copy_ahead):
+    """Write what the plan says into temporary (a new file, or a copy of output: copy_ahead's, if it made one)
+    and swap it in for output."""
+    compacted = temporary.with_name(temporary.name + ".new")
+    deleted_first = _deleted_first(plan, existing) if existing is not None else ([], [])
+    adding = existing is not None and not any(deleted_first)  # nothing to delete before the new rows are written
+    renamed = None  # the file that replaces output, once the rename may have been done
+    try:
+        if existing is None:
+            temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
+        elif adding:  # the writer copies it while this process reads the new pages, looking rows up in the output
+            with closing(sqlite3.connect(database_uri(output), uri=True)) as output_conn:
+                loaded = _load(output_conn, temporary, plan, summary, keep_going, tags, progress, copy_of=output)
+        elif not copy_ahead.made():
+            shutil.copyfile(output, temporary)
+        conn = open_for_build(temporary)
         try:
             if existing is None:
-                temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
-            elif adding:  # the writer copies it while this process reads the new pages, looking rows up in the output
-                with closing(sqlite3.connect(database_uri(output), uri=True)) as output_conn:
-                    loaded = _load(output_conn, temporary, plan, summary, keep_going, tags, progress, copy_of=output)
-            elif not copy_ahead.made():
-                shutil.copyfile(output, temporary)
-            conn = open_for_build(temporary)
-            try:
-                if existing is None:
-                    create_schema(conn)
-                _watch_deletions(conn, summary)
-                if not adding:
-                    loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress, deleted_first)
-                first_ids, uncounted_tags = _after_load(conn, loaded, summary)
-                if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
-                    raise BuildError(
-                        f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
-                        " or build-cache indexes, found none"
-                    )
-                if strict and (summary.warnings or summary.old_layout):
-                    raise BuildError(
-                        f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), e.g. {_first_warning(summary)}"
-                    )
-                summary.counts = _finish(conn, first_ids, uncounted_tags, paths, plan, summary)
-                finished = temporary
-                if existing is None or _worth_compacting(conn):
-                    conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
-                    finished = compacted
-            finally:
-                conn.close()
-            renamed = finished
-            _swap_in(finished, output)
-        except KeyboardInterrupt:
-            # The rename is atomic: the file is gone from beside the output exactly when it is the output.
-            raise Interrupted(replaced=renamed is not None and not renamed.exists()) from None
-        except (sqlite3.Error, OSError) as error:
-            raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
+                create_schema(conn)
+            _watch_deletions(conn, summary)
+            if not adding:
+                loaded = _load(conn, temporary, plan, summary, keep_going, tags, progress, deleted_first)
+            first_ids, uncounted_tags = _after_load(conn, loaded, summary)
+            if not (summary.pages_read or summary.rejected or summary.old_layout or _pages_kept(conn)):
+                raise BuildError(
+                    f"{', '.join(map(str, paths))}: expected cache pages (such as _cache/<tag>/<package>/specs.md)"
+                    " or build-cache indexes, found none"
+                )
+            if strict and (summary.warnings or summary.old_layout):
+                raise BuildError(
+                    f"--strict: {len(summary.warnings) + summary.old_layout} warning(s), e.g. {_first_warning(summary)}"
+                )
+            summary.counts = _finish(conn, first_ids, uncounted_tags, paths, plan, summary)
+            finished = temporary
+            if existing is None or _worth_compacting(conn):
+                conn.execute("VACUUM INTO ?", (database_uri(compacted, "rwc"),))
+                finished = compacted
         finally:
-            _remove_quietly(temporary)
-            _remove_quietly(compacted)
-        summary.seconds = time.monotonic() - started
-        return summary
+            conn.close()
+        renamed = finished
+        _swap_in(finished, output)
+    except KeyboardInterrupt:
+        # The rename is atomic: the file is gone from beside the output exactly when it is the output.
+        raise Interrupted(replaced=renamed is not None and not renamed.exists()) from None
+    except (sqlite3.Error, OSError) as error:
+        raise BuildError(f"{output}: could not write the new database beside it ({error})") from error
+    finally:
+        _remove_quietly(temporary)
+        _remove_quietly(compacted)
 
 
 def _nothing_to_do(plan, existing):
@@ -362,7 +367,7 @@ def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None):
         else:
             recorded.append((source, before))
     removed = [path for path in known if path not in seen]
-    if removed or any(source.path in known for source in to_read):
+    if _pages_deleted_first(removed, to_read, known):
         on_deleting()
     touched, relisted, unchanged, changed = [], [], 0, []
     for source, before in recorded:
@@ -372,7 +377,7 @@ def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None):
             if source.listing != before[3]:
                 relisted.append(source)
             continue
-        if change == "content":
+        if change == "content":  # read again: deleted first
             on_deleting()
             changed.append(source)
         else:
@@ -414,9 +419,15 @@ def _deleted_first(plan, existing):
     writer deletes first, _refreshed): the pages gone or read again, and the tags of indexes gone, read again
     or failed (--keep-going) that the database has."""
     indexes = plan.indexes
-    paths = plan.removed + [source.path for source in plan.to_read if source.path in existing["sources"]]
+    paths = _pages_deleted_first(plan.removed, plan.to_read, existing["sources"])
     given = [*(index_tag.tag for index_tag in indexes.to_load), *(tag for tag, _ in indexes.failures)]
     return paths, indexes.removed + [tag for tag in given if tag in existing["indexes"]]
+
+
+def _pages_deleted_first(removed, to_read, known):
+    """The paths of the pages whose rows a build deletes before it loads: those gone, and those read again (known:
+    the sources an earlier build recorded)."""
+    return removed + [source.path for source in to_read if source.path in known]
 
 
 # {table: WHERE} of the rows every build onto an existing database deletes before it writes (the writer does,
@@ -766,9 +777,9 @@ class CopyAhead:
     deletes first (a tag removed) has it made while the plan stats the files it has not found changed (0.4-0.7 s
     of the usual 100-tag history's, where the copy of its 850 MB takes 0.3-0.6 s), not after. (A build that only
     adds has its writer copy the file while this process reads; copying during the plan measured no faster
-    there: benchmarks/README.md.) Made in chunks of os.copy_file_range, so that stop() returns within one (a file
-    system that can share the source's blocks makes it at once); where that call is missing or fails, made()
-    says no and the build copies as before. As a context, stopped at its end, the target removed if it failed."""
+    there: benchmarks/README.md.) Made in chunks of os.copy_file_range, so that stop() returns within one; where
+    that call is missing, fails or leaves the copy short, made() says no and the build copies as before. As a
+    context, stopped at its end, the target removed if the build failed."""
 
     CHUNK = 64 * 1024 * 1024
 
