@@ -2,9 +2,11 @@
 
 import gc
 import json
+import multiprocessing
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import threading
 import time
@@ -19,7 +21,7 @@ from spack_cache_db import __version__
 from spack_cache_db.db import load, maintenance, microarchitectures, schema
 from spack_cache_db.db.connection import database_uri, open_for_build, sort_on_spare_cores
 from spack_cache_db.db.schema import ROWS, SCHEMA_DIGEST, SCHEMA_VERSION, create_schema, of_this_schema
-from spack_cache_db.db.writer import BackgroundWriter
+from spack_cache_db.db.writer import BackgroundWriter, process_start_method
 from spack_cache_db.read import index_tags, inputs
 from spack_cache_db.read.files import FileError, FolderListing, read_ahead, read_start, same_identity
 from spack_cache_db.read.pages import (
@@ -116,6 +118,9 @@ class Plan:
     page_tags: str  # which tags pages may give (none that indexes give; only those --tag asks for)
     skipped: Counter  # tag -> page files not read, by their folder: the tag is read from its indexes or not asked for
     problems: list  # InputError: unreadable folders, links out of an input, names not in UTF-8 (--keep-going)
+    # (SourceFile, what the earlier build recorded) of files not yet stat'ed: a build that only adds checks them
+    # while it loads (RecordedCheck), and the other fields count none of them
+    unchecked: list = field(default_factory=list)
 
 
 def build(paths, output, *, keep_going=False, strict=False, tags=(), overwrite=False, progress=None):
@@ -139,20 +144,34 @@ def _build(paths, output, keep_going, strict, tags, overwrite, progress):
     index_plan = _plan_indexes(arguments, tags, existing, output, keep_going, progress)
     temporary = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     # A build that deletes pages' rows before it writes copies output first: the copy is made while the plan
-    # stats the files it has not found changed.
+    # stats the files it has not found changed. A build that only adds stats them while it loads, and if one of
+    # them changed, plans and writes again, with nothing kept of that first try.
     with CopyAhead(output, temporary) as copy_ahead:
-        plan = _plan(page_inputs, existing, index_plan, tags, on_deleting=copy_ahead.start)
-        summary = Summary(str(output), incremental=existing is not None, pages_unchanged=plan.unchanged)
-        summary.pages_removed = len(plan.removed)
-        summary.skipped_pages.update(plan.skipped)
-        summary.index_tags_unchanged = len(index_plan.unchanged)
-        summary.index_failures = [error for _, error in index_plan.failures]
-        if existing is not None and _nothing_to_do(plan, existing):
-            summary.up_to_date = True
-            summary.counts = counts(output)
-        else:
-            _write(paths, output, temporary, existing, plan, summary, keep_going, strict, tags, progress, copy_ahead)
+        written = (paths, output, temporary, existing, keep_going, strict, tags, progress, copy_ahead)
+        try:
+            summary = _write_planned(_plan(page_inputs, existing, index_plan, tags, copy_ahead.start, True), *written)
+        except RecordedFilesChanged:
+            summary = _write_planned(_plan(page_inputs, existing, index_plan, tags, copy_ahead.start), *written)
     summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _write_planned(plan, paths, output, temporary, existing, keep_going, strict, tags, progress, copy_ahead):
+    """The Summary of a build that wrote what the plan says, or found nothing to do."""
+    summary = Summary(
+        str(output),
+        incremental=existing is not None,
+        pages_unchanged=plan.unchanged,
+        pages_removed=len(plan.removed),
+        skipped_pages=Counter(plan.skipped),
+        index_tags_unchanged=len(plan.indexes.unchanged),
+        index_failures=[error for _, error in plan.indexes.failures],
+    )
+    if existing is not None and _nothing_to_do(plan, existing):
+        summary.up_to_date = True
+        summary.counts = counts(output)
+    else:
+        _write(paths, output, temporary, existing, plan, summary, keep_going, strict, tags, progress, copy_ahead)
     return summary
 
 
@@ -167,8 +186,8 @@ def _write(paths, output, temporary, existing, plan, summary, keep_going, strict
         if existing is None:
             temporary.touch(exist_ok=False)  # says why it cannot be created, where SQLite says 'unable to open'
         elif adding:  # the writer copies it while this process reads the new pages, looking rows up in the output
-            with closing(sqlite3.connect(database_uri(output), uri=True)) as output_conn:
-                loaded = _load(output_conn, temporary, plan, summary, keep_going, tags, progress, copy_of=output)
+            with RecordedCheck(plan.unchecked) as check, closing(sqlite3.connect(database_uri(output), uri=True)) as db:
+                loaded = _load(db, temporary, plan, summary, keep_going, tags, progress, copy_of=output, check=check)
         elif not copy_ahead.made():
             shutil.copyfile(output, temporary)
         conn = open_for_build(temporary)
@@ -340,10 +359,12 @@ def _refuse_output_inside_inputs(paths, output):
 INPUT_PROBLEMS = "SELECT path, field, message FROM problems WHERE path NOT IN (SELECT path FROM sources)"
 
 
-def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None):
+def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None, check_while_loading=False):
     """What the build reads, updates and deletes. on_deleting is called once the plan knows the build deletes
     pages' rows before it writes (_deleted_first): when it finds files removed or recorded ones to read again,
-    before it stats the others; or at the first of those it finds changed."""
+    before it stats the others; or at the first of those it finds changed. check_while_loading: a build that
+    reads new files and deletes nothing first leaves the files recorded before unchecked, for its load to check
+    (RecordedCheck)."""
     tags_yaml = [
         (tag, stacks)
         for path in page_inputs.tags_yaml
@@ -367,21 +388,12 @@ def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None):
         else:
             recorded.append((source, before))
     removed = [path for path in known if path not in seen]
+    unchecked = []
     if _pages_deleted_first(removed, to_read, known):
         on_deleting()
-    touched, relisted, unchanged, changed = [], [], 0, []
-    for source, before in recorded:
-        change = _change(source, before)
-        if change is None:
-            unchanged += 1
-            if source.listing != before[3]:
-                relisted.append(source)
-            continue
-        if change == "content":  # read again: deleted first
-            on_deleting()
-            changed.append(source)
-        else:
-            touched.append((source, change))
+    elif check_while_loading and recorded and _only_adds(to_read, index_plan, existing):
+        unchecked, recorded = recorded, []
+    touched, relisted, unchanged, changed = _check_recorded(recorded, on_deleting)
     if changed:  # the load takes a tag's pages together, in path order
         to_read = sorted(to_read + changed, key=attrgetter("path"))
     return Plan(
@@ -397,7 +409,33 @@ def _plan(page_inputs, existing, index_plan, tags, on_deleting=lambda: None):
         page_tags,
         skipped,
         page_inputs.problems,
+        unchecked=unchecked,
     )
+
+
+def _only_adds(to_read, index_plan, existing):
+    """Whether a build onto existing that reads these new files (none recorded by it) and indexes writes rows
+    and deletes none first, once it finds the files recorded before unchanged."""
+    return bool(to_read or index_plan.to_load) and not _index_tags_deleted_first(index_plan, existing)
+
+
+def _check_recorded(recorded, on_deleting=lambda: None):
+    """(touched, relisted, unchanged, changed) of recorded, (SourceFile, what an earlier build recorded of it):
+    as Plan has them, and the files changed, to read again (on_deleting is called at the first)."""
+    touched, relisted, unchanged, changed = [], [], 0, []
+    for source, before in recorded:
+        change = _change(source, before)
+        if change is None:
+            unchanged += 1
+            if source.listing != before[3]:
+                relisted.append(source)
+            continue
+        if change == "content":  # read again: deleted first
+            on_deleting()
+            changed.append(source)
+        else:
+            touched.append((source, change))
+    return touched, relisted, unchanged, changed
 
 
 def _change(source, before):
@@ -418,10 +456,14 @@ def _deleted_first(plan, existing):
     """(paths, tags) whose rows a build onto the existing database deletes before it loads (but for what the
     writer deletes first, _refreshed): the pages gone or read again, and the tags of indexes gone, read again
     or failed (--keep-going) that the database has."""
-    indexes = plan.indexes
     paths = _pages_deleted_first(plan.removed, plan.to_read, existing["sources"])
+    return paths, _index_tags_deleted_first(plan.indexes, existing)
+
+
+def _index_tags_deleted_first(indexes, existing):
+    """The tags of indexes gone, read again or failed (--keep-going) that the existing database has."""
     given = [*(index_tag.tag for index_tag in indexes.to_load), *(tag for tag, _ in indexes.failures)]
-    return paths, indexes.removed + [tag for tag in given if tag in existing["indexes"]]
+    return indexes.removed + [tag for tag in given if tag in existing["indexes"]]
 
 
 def _pages_deleted_first(removed, to_read, known):
@@ -442,20 +484,28 @@ def _refreshed(plan):
     """The statements, (SQL, parameters), that the writer runs first in every build onto an existing database."""
     return [
         *((f"DELETE FROM {table} WHERE {where}", ()) for table, where in DELETED_BEFORE_WRITING.items()),
+        *_sources_updated(plan.touched, plan.relisted),
+    ]
+
+
+def _sources_updated(touched, relisted):
+    """The statements, (SQL, parameters), that record the identities of touched files (Plan.touched) and the
+    folder listings of relisted ones."""
+    return [
         *(
             (
                 f"UPDATE sources SET mtime_ns = :mtime_ns, ctime_ns = :ctime_ns, inode = :inode, {_SET_FOLDER}"
                 " WHERE path = :path",
                 {**now._asdict(), **_folder_columns(source.listing), "path": source.path},
             )
-            for source, now in plan.touched
+            for source, now in touched
         ),
         *(
             (
                 f"UPDATE sources SET {_SET_FOLDER} WHERE path = :path",
                 {**_folder_columns(source.listing), "path": source.path},
             )
-            for source in plan.relisted
+            for source in relisted
         ),
     ]
 
@@ -480,11 +530,12 @@ class Loaded:
     released: dict  # {table: [ids]} of rows the writer's deletions released (maintenance.released_by_deleting)
 
 
-def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=([], []), copy_of=None):
+def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=([], []), copy_of=None, check=None):
     """Read the planned pages and indexes into the file at path (a new file, or a copy of the output) while a
     second process writes their rows into it, once the rows of deleted_first (_deleted_first) are deleted.
     copy_of: the output, which the writer process copies to path first, for a build that deletes nothing
-    first: conn is the output's, read-only, which holds what the copy holds until the writer writes."""
+    first: conn is the output's, read-only, which holds what the copy holds until the writer writes. check: the
+    RecordedCheck of the plan's unchecked files, taken once the new files are read."""
     changed_tags = set()
     gone_paths, gone_tags = deleted_first
     if gone_paths or gone_tags:
@@ -534,6 +585,10 @@ def _load(conn, path, plan, summary, keep_going, tags, progress, deleted_first=(
             counted |= loader.count_written_tags()
         for tag, error in plan.indexes.failures:
             loader.queue(_problem(error, tag=tag))
+        if check is not None:
+            touched, relisted, unchanged = check.result()
+            summary.pages_unchanged += unchanged
+            writer.run(_sources_updated(touched, relisted))
         loader.mark("_data/tags.yaml")
         load.load_tags_yaml(loader, plan.tags)
         loader.flush()
@@ -823,6 +878,66 @@ class CopyAhead:
         self.stop()
         if error_type is not None:
             _remove_quietly(self.target)
+
+
+class RecordedFilesChanged(Exception):
+    """A file the plan left unchecked was found changed: the build plans again."""
+
+
+class RecordedCheck:
+    """The files an earlier build recorded, checked (_check_recorded) in a child process while a build that only
+    adds loads the new ones, rather than before: their stats took 0.5-0.7 s of adding a tag to the usual 100-tag
+    history (benchmarks/README.md), where the writer's copy and inserts are the longer path. As a context, the
+    child is stopped at its end."""
+
+    def __init__(self, unchecked):
+        self.unchecked = unchecked
+        self._process = None
+        if unchecked:
+            context = multiprocessing.get_context(process_start_method())
+            self._pipe, child_end = context.Pipe(duplex=False)
+            self._process = context.Process(target=_check_in_child, args=(unchecked, child_end), daemon=True)
+            self._process.start()
+            child_end.close()
+
+    def result(self):
+        """(touched, relisted, unchanged) as Plan has them; raises RecordedFilesChanged when a file changed. Where
+        the child failed, the files are checked here."""
+        if self._process is None:
+            return [], [], 0
+        try:
+            found = self._pipe.recv()
+        except (EOFError, OSError):
+            found = _check_recorded(self.unchecked)
+        self.stop()
+        touched, relisted, unchanged, changed = found
+        if changed:
+            raise RecordedFilesChanged
+        return touched, relisted, unchanged
+
+    def stop(self):
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join()
+            self._pipe.close()
+            self._process = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, error_type, error, traceback):
+        self.stop()
+
+
+def _check_in_child(unchecked, pipe):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the build decides when to stop, and stops this process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the build's handler, which it inherited
+    try:
+        found = _check_recorded(unchecked)
+    except Exception:  # nothing sent: the build checks the files itself, and says why it cannot
+        return
+    pipe.send(found)
 
 
 def _swap_in(temporary, output):

@@ -127,6 +127,7 @@ class _progress:
         return self if self.enabled else None
 
     def start(self, total):
+        self.pages = self.specs = 0  # a build that plans again reads again from the first page
         self._open("Reading pages", total, self._rates)
 
     def advance(self, pages, specs):

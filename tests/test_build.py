@@ -498,7 +498,7 @@ def test_a_build_beside_other_threads_starts_its_writer_from_a_clean_process(tmp
     waiting = threading.Thread(target=stop.wait)
     waiting.start()
     try:
-        assert writer._start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
+        assert writer.process_start_method() == ("forkserver" if sys.platform == "linux" else "spawn")
         build([str(tmp_path / "_cache")], tmp_path / "cache.db")
     finally:
         stop.set()

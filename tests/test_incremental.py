@@ -1,9 +1,11 @@
 """Building onto an existing database reads only what changed and ends where a full build ends."""
 
 import errno
+import multiprocessing
 import os
 import shutil
 import sqlite3
+import time
 
 import pytest
 from dump import check_full_text, every_row
@@ -16,6 +18,7 @@ from spack_cache_db import build as build_module
 from spack_cache_db.build import CopyAhead, build
 from spack_cache_db.db import load, maintenance, schema
 from spack_cache_db.db.maintenance import prune_orphans
+from spack_cache_db.read import pages
 
 CANONICAL = {
     "binaries": "SELECT tag, package, version, version_rank, hash, compiler, os, platform, target, variants, stacks,"
@@ -253,6 +256,120 @@ def test_a_copy_stopped_returns_within_a_chunk(tmp_path, monkeypatch):
     monkeypatch.setattr(CopyAhead, "CHUNK", 1 << 20)
     finished.start()
     assert finished.made() and (tmp_path / "whole").read_bytes() == source.read_bytes()
+
+
+def _record_checks(monkeypatch, tmp_path, wait_for_load=0):
+    """A function giving (the id of the process, whether the load had begun) of each stat of a recorded file
+    (build._change), in order: the check of an addition runs in a child process, which appends to a file. The
+    first stat waits up to wait_for_load seconds for the load to begin (build._load_file)."""
+    log, loading = tmp_path / "checked-by", tmp_path / "loading"
+    real_change, real_load_file = build_module._change, build_module._load_file
+
+    def change(source, before):
+        deadline = time.monotonic() + wait_for_load
+        while not log.exists() and not loading.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with open(log, "a") as checked:
+            checked.write(f"{os.getpid()} {loading.exists()}\n")
+        return real_change(source, before)
+
+    def load_file(*given):
+        loading.touch()
+        return real_load_file(*given)
+
+    monkeypatch.setattr(build_module, "_change", change)
+    monkeypatch.setattr(build_module, "_load_file", load_file)
+    return lambda: [(int(pid), began == "True") for pid, began in map(str.split, log.read_text().splitlines())]
+
+
+def _new_tag(site, tag="develop-2025-06-01"):
+    for number, package in enumerate(["bolt", "cli11"]):
+        write_page(site, package, tag, [spec(f"new-{package}", versions=[f"1.{number}"])])
+
+
+def test_an_addition_checks_the_files_recorded_before_in_a_child_process_while_it_loads(site, tmp_path, monkeypatch):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    checked_by = _record_checks(monkeypatch, tmp_path, wait_for_load=10)
+    _new_tag(site)
+    summary = build([str(site)], db)
+    assert (summary.pages_read, summary.pages_unchanged) == (2, 24)
+    (checker, _), *_ = checks = checked_by()
+    assert checker != os.getpid() and checks == [(checker, True)] * 24
+    assert canonical(db) == full_build(site, tmp_path)
+    assert multiprocessing.active_children() == []
+
+
+def test_a_build_that_deletes_first_checks_the_recorded_files_before_it_loads(site, tmp_path, monkeypatch):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    checked_by = _record_checks(monkeypatch, tmp_path)
+    _new_tag(site)
+    shutil.rmtree(site / "_cache" / "v0.21.2")
+    summary = build([str(site)], db)
+    assert (summary.pages_read, summary.pages_removed, summary.pages_unchanged) == (2, 2, 22)
+    assert checked_by() == [(os.getpid(), False)] * 22
+    assert canonical(db) == full_build(site, tmp_path)
+
+
+@pytest.mark.parametrize("child", ["checks", "dies"])
+def test_a_recorded_file_changed_while_a_tag_is_added_is_read_again_like_a_full_build(
+    site, tmp_path, monkeypatch, child
+):
+    """The addition finds the change once it has loaded the new tag: it plans again, deletes the page's rows
+    first and reads it again with the tag, keeping nothing of the first try. Where the child checking the
+    files dies, the build checks them itself."""
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    if child == "dies":
+        monkeypatch.setattr(build_module, "_check_in_child", lambda *_: os._exit(1))
+    planned = []
+    real_plan = build_module._plan
+    # check_while_loading, the sixth argument
+    monkeypatch.setattr(build_module, "_plan", lambda *given: planned.append(given[5:]) or real_plan(*given))
+    _new_tag(site)
+    changed = site / "_cache" / "develop-2025-04-20" / "hdf5" / "specs.md"
+    changed.write_text(changed.read_text().replace('"+mpi"', '"~mpi"'))
+    summary = build([str(site)], db)
+    assert planned == [(True,), ()]
+    assert (summary.pages_read, summary.pages_unchanged, summary.pages_removed) == (3, 23, 0)
+    assert canonical(db) == full_build(site, tmp_path)
+    assert list(tmp_path.glob(".cache.db.tmp-*")) == [] and multiprocessing.active_children() == []
+
+
+def test_a_recorded_file_touched_while_a_tag_is_added_is_recorded_as_it_is_now(site, tmp_path, monkeypatch):
+    """Found in the child, after the load began: the writer records the file's new identity (and the folder
+    listings of files unchanged in a folder listed again) before it finishes, as a full build would."""
+    monkeypatch.setattr(pages, "RECENT_NS", 0)  # folders count as settled once listed
+    notes = site / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("not a page")
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    _new_tag(site)
+    os.utime(site / "_cache" / "develop" / "bolt" / "specs.md", ns=(1, 1))
+    (notes / "b.txt").write_text("not a page either")  # the folder is listed again: a.txt is relisted
+    summary = build([str(site)], db)
+    assert (summary.pages_read, summary.pages_unchanged) == (2, 24)  # 23 pages and a.txt; bolt's touched
+    assert canonical(db) == full_build(site, tmp_path)
+    again = build([str(site)], db)
+    assert (again.up_to_date, again.pages_read) == (True, 0)
+
+
+def test_an_addition_interrupted_while_it_loads_leaves_the_database_and_no_process(site, tmp_path, monkeypatch):
+    db = tmp_path / "cache.db"
+    build([str(site)], db)
+    before = db.read_bytes()
+    _new_tag(site)
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "_load_file", interrupted)
+    with pytest.raises(build_module.Interrupted) as stopped:
+        build([str(site)], db)
+    assert not stopped.value.replaced and db.read_bytes() == before
+    assert list(tmp_path.glob(".cache.db.tmp-*")) == [] and multiprocessing.active_children() == []
 
 
 def test_a_new_tag_of_indexes_is_added_by_a_writer_that_copies_the_database(tmp_path, monkeypatch):

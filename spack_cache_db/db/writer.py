@@ -67,7 +67,7 @@ class BackgroundWriter:
         statements, (SQL, parameters), it runs before the batches, in a transaction of their own."""
         self.keep_going = keep_going
         self.conflicts = []  # InputError: a hash written with other facts than where it first appeared
-        method = _start_method()
+        method = process_start_method()
         context = multiprocessing.get_context(method)
         if method == "forkserver":
             context.set_forkserver_preload([__name__])  # its server imports this module once, not each writer
@@ -87,6 +87,11 @@ class BackgroundWriter:
         self._send((batches, origins))
         while self.pipe.poll():  # the writer sends nothing unasked but conflicts, and why it failed
             self._take_conflict_or_raise()
+
+    def run(self, statements):
+        """Run these statements, (SQL, parameters), once the batches sent so far are written."""
+        if statements:
+            self._send(("run", statements))
 
     def count_tags(self, tag_ids):
         """Count these tags (maintenance.count_tags) once the batches sent so far are written, while the build
@@ -141,7 +146,7 @@ class BackgroundWriter:
         return reply
 
 
-def _start_method():
+def process_start_method():
     """On Linux, fork from a process with one thread (the command line: 10 ms) and otherwise fork from a
     clean server process (a fork copies whatever locks other threads hold at that moment); spawn
     elsewhere, as Python does by default there."""
@@ -201,6 +206,10 @@ def _write_batches(path, pipe, builds_end, keep_counts, copy_of, first):
                 count_tags(conn, message[1])
                 conn.execute("COMMIT")
                 uncommitted = 0
+                continue
+            if message[0] == "run":
+                for statement, parameters in message[1]:
+                    conn.execute(statement, parameters)
                 continue
             batches, origins = message
             if len(listing_ids) > LISTINGS_REMEMBERED:
