@@ -747,6 +747,24 @@ def test_the_report_says_what_keeps_adding_and_removing_a_tag_over_the_target(ad
     assert benchmark_module("report").floor_verdicts(added) == said
 
 
+@pytest.mark.parametrize(("beyond_copy_s", "ratio", "met"), [(2.0, 1.2, True), (3.0, 1.8, False), (-0.3, -0.2, None)])
+def test_a_change_that_took_no_longer_than_the_plain_copy_is_not_priced(beyond_copy_s, ratio, met):
+    """A change measured beyond a plain copy of the database: where the copy alone took as long or longer, the
+    ratio says nothing of the change, and the target is not measured rather than met."""
+    report = benchmark_module("report")
+    added = {
+        "add_tag": {"wall_s": 5.0},
+        "copy_s": 5.0 - beyond_copy_s,
+        "beyond_copy_s": beyond_copy_s,
+        "ratio_wall": ratio,
+        "tag_alone": {"wall_s": 1.65},
+        "unchanged_floor": {"seconds": 1.4, "files": 90000},
+        "floor_ratio": 0.85,
+    }
+    assert report.change_met(added, report.ADDING) is met
+    assert ("not priced" in report.change_text(added, report.ADDING)) == (met is None)
+
+
 @pytest.mark.parametrize(("added_s", "removed_s", "explained"), [(2.06, 1.35, True), (1.7, 1.6, False)])
 def test_a_ratio_without_the_floor_below_0_is_explained(added_s, removed_s, explained):
     """Seconds beyond the copy, with a floor of 1.6 s: under it, the ratio without the floor is below 0."""
