@@ -149,7 +149,8 @@ def _build(paths, output, keep_going, strict, tags, overwrite, progress):
     with CopyAhead(output, temporary) as copy_ahead:
         written = (paths, output, temporary, existing, keep_going, strict, tags, progress, copy_ahead)
         try:
-            summary = _write_planned(_plan(page_inputs, existing, index_plan, tags, copy_ahead.start, True), *written)
+            plan = _plan(page_inputs, existing, index_plan, tags, copy_ahead.start, check_while_loading=True)
+            summary = _write_planned(plan, *written)
         except RecordedFilesChanged:
             summary = _write_planned(_plan(page_inputs, existing, index_plan, tags, copy_ahead.start), *written)
     summary.seconds = time.monotonic() - started

@@ -333,13 +333,16 @@ def test_a_recorded_file_changed_while_a_tag_is_added_is_read_again_like_a_full_
         _fork_the_check(monkeypatch)
     planned = []
     real_plan = build_module._plan
-    # check_while_loading, the sixth argument
-    monkeypatch.setattr(build_module, "_plan", lambda *given: planned.append(given[5:]) or real_plan(*given))
+    monkeypatch.setattr(
+        build_module,
+        "_plan",
+        lambda *given, **named: planned.append(named.get("check_while_loading", False)) or real_plan(*given, **named),
+    )
     _new_tag(site)
     changed = site / "_cache" / "develop-2025-04-20" / "hdf5" / "specs.md"
     changed.write_text(changed.read_text().replace('"+mpi"', '"~mpi"'))
     summary = build([str(site)], db)
-    assert planned == [(True,), ()]
+    assert planned == [True, False]
     assert (summary.pages_read, summary.pages_unchanged, summary.pages_removed) == (3, 23, 0)
     assert canonical(db) == full_build(site, tmp_path)
     assert list(tmp_path.glob(".cache.db.tmp-*")) == [] and multiprocessing.active_children() == []
@@ -369,11 +372,18 @@ def test_an_addition_interrupted_while_it_loads_leaves_the_database_and_no_proce
     build([str(site)], db)
     before = db.read_bytes()
     _new_tag(site)
+    real_change = build_module._change
+
+    def slow_change(source, recorded):  # the child is still checking when the build stops
+        time.sleep(60)
+        return real_change(source, recorded)
 
     def interrupted(*_):
         raise KeyboardInterrupt
 
+    monkeypatch.setattr(build_module, "_change", slow_change)
     monkeypatch.setattr(build_module, "_load_file", interrupted)
+    _fork_the_check(monkeypatch)
     with pytest.raises(build_module.Interrupted) as stopped:
         build([str(site)], db)
     assert not stopped.value.replaced and db.read_bytes() == before
